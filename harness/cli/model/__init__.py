@@ -1,0 +1,26 @@
+"""Run the analytical model of Chapter 9 on a scenario (plan, and per-section calculators)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+# subcommand -> module under harness.cli.model; add one line per subcommand
+SUBCOMMANDS: dict[str, str] = {
+    "plan": "harness.cli.model.plan",
+    "list": "harness.cli.model.list_scenarios",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="model_cmd", metavar="SUBCOMMAND")
+    sub.required = True
+    for name, modname in SUBCOMMANDS.items():
+        mod = importlib.import_module(modname)
+        p = sub.add_parser(name, help=(mod.__doc__ or "").strip().splitlines()[0], description=mod.__doc__)
+        mod.add_arguments(p)
+        p.set_defaults(_model_main=mod.main)
+
+
+def main(args: argparse.Namespace) -> int:
+    return args._model_main(args)

@@ -1,0 +1,120 @@
+"""Capacity plan of a scenario: stage rates, KV hand-off, colocated vs PD vs chunked, drain, cost."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from harness.cli._output import print_json
+from harness.model.plan import plan
+from harness.specs.scenario import load_scenario
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", help="scenario TOML file (see workloads/scenarios/)")
+    parser.add_argument("--json", action="store_true", help="print every field as JSON (documented in docs/model.md)")
+    parser.add_argument("--no-grid", action="store_true", help="leave the full PD allocation grid out of --json")
+    parser.add_argument("--calibration", metavar="FILE", help="calibration JSON whose measured constants replace the defaults")
+
+
+def load_calibration(path: str | None):
+    if not path:
+        return None
+    try:
+        from harness.calibration.file import load_calibration_for_model  # added by the calibration issue
+    except ImportError:
+        from harness.errors import HarnessError
+
+        raise HarnessError("--calibration: this harness build has no calibration support yet; drop the flag.") from None
+    return load_calibration_for_model(path)
+
+
+def main(args: argparse.Namespace) -> int:
+    s = load_scenario(args.scenario)
+    result = plan(s, calibration=load_calibration(args.calibration), include_grid=not args.no_grid)
+    if args.json:
+        print_json(result)
+    else:
+        print(render_summary(result))
+    return 0
+
+
+def _f(x: float | None, unit: str = "", nd: int = 2) -> str:
+    return "n/a" if x is None else f"{x:.{nd}f}{unit}"
+
+
+def _alloc(a: dict[str, int]) -> str:
+    return " + ".join(f"{n}×{g}" for g, n in a.items() if n) or "none"
+
+
+def render_summary(r: dict[str, Any]) -> str:
+    w = r["workload"]
+    lines = [
+        f"Scenario {r['scenario']}  ({r['source']})",
+        f"  model {r['model']}: {w['input_tokens']} in ({w['cached_prefix_tokens']} cached) / {w['output_tokens']} out, "
+        f"decode batch {w['decode_batch']}, arrival {w['arrival_rate_per_s']:g} req/s",
+        "",
+        "Stage rates per GPU (Chapter 9, §9.2.3):",
+        f"  {'gpu':16s} {'r_P tok/s':>10s} {'d_P s':>7s} {'step ms':>8s} {'r_D calls/s':>12s} {'d_D s':>7s}  bound P/D   efficiency",
+    ]
+    for g, s in r["stage_rates"].items():
+        e = s["efficiency"]
+        lines.append(
+            f"  {g:16s} {s['prefill_tokens_per_s']:10.0f} {s['prefill_s_per_request']:7.3f} {s['decode_step_s'] * 1e3:8.1f} "
+            f"{s['decode_calls_per_s']:12.0f} {s['decode_s_per_request']:7.3f}  {s['bound']['prefill'][:4]}/{s['bound']['decode'][:3]}   "
+            f"{e['compute']:.0%}/{e['bandwidth']:.0%} ({e['source']})"
+        )
+    kv = r["kv"]
+    lines += [
+        "",
+        f"KV hand-off (§9.2.2): {kv['bytes_per_token'] / 1024:.1f} KiB/token, {kv['bytes_per_request'] / 2**30:.3f} GiB/request"
+        + (f", {kv['transfer_s'] * 1e3:.1f} ms over {kv['link']}" if kv["transfer_s"] else ", no link declared"),
+        "",
+        "Capacity (req/s):",
+        f"  colocated replicas        {r['colocated']['requests_per_s']:.2f}",
+        f"  ideal chunked colocated   {r['chunked_colocated']['requests_per_s']:.2f}",
+    ]
+    pd = r.get("pd")
+    if pd:
+        b = pd["best"]
+        lines.append(
+            f"  PD best                   {b['requests_per_s']:.2f}   P: {_alloc(b['prefill'])} ({b['prefill_pool_requests_per_s']:.2f}), "
+            f"D: {_alloc(b['decode'])} ({b['decode_pool_requests_per_s']:.2f}), link {_f(b['link_requests_per_s'])}; bound by {b['bound']}"
+        )
+        for name, a in pd["references"].items():
+            lines.append(f"  PD {name:22s} {a['requests_per_s']:.2f}   P: {_alloc(a['prefill'])}, D: {_alloc(a['decode'])}")
+    st = r["startup"]
+    if st["startup_s"]:
+        lines += ["", f"Startup drain (§9.6.1): backlog {st['backlog_requests']:.1f} requests after {st['startup_s']:g} s"
+                  + (f"; deadline {st['deadline_s']:g} s needs μ ≥ {st['min_requests_per_s_for_deadline']:.2f}" if st["deadline_s"] else "")]
+        for name, d in r["drain"].items():
+            clear = "never clears" if d["clear_at_s"] is None else f"clears at {d['clear_at_s']:.1f} s"
+            ok = "" if d["meets_deadline"] is None else ("  meets deadline" if d["meets_deadline"] else "  MISSES deadline")
+            lines.append(f"  {name:24s} μ={d['service_rate_per_s']:.2f}  {clear}{ok}")
+    for f, e in r["sensitivity"]["efficiency_scale"].items():
+        if "pd_best" in e:
+            c = e["pd_best_clear_at_s"]
+            lines.append(f"  efficiency ×{f}: PD best {e['pd_best']['requests_per_s']:.2f} req/s, "
+                         + ("never clears" if c is None else f"clears at {c:.1f} s"))
+    dep = r.get("deployment")
+    if dep:
+        lines += ["", "Deployment comparison (§9.7.2):",
+                  f"  {'scheme':10s} {'state':12s} {'GiB/req':>8s} {'compute':>8s} {'link':>8s} {'total':>7s} {'GB/s@λ':>7s} {'GB/s@μ':>7s}"]
+        for row in dep["schemes"]:
+            lines.append(
+                f"  {row['scheme']:10s} {row['state']:12s} {row['link_bytes_per_request'] / 2**30:8.3f} {row['compute_requests_per_s']:8.2f} "
+                f"{_f(row['link_requests_per_s'], nd=1):>8s} {row['requests_per_s']:7.2f} {row['link_demand_at_arrival_bytes_per_s'] / 1e9:7.1f} "
+                f"{row['link_demand_at_capacity_bytes_per_s'] / 1e9:7.1f}"
+            )
+        so = dep["scale_out"]
+        if so["copies_to_sustain"] and so["copies_to_sustain"] > 1 or (so["copies_for_deadline"] or 1) > 1:
+            lines.append(f"  scale-out: {so['copies_to_sustain']} copies to keep up ({_f(so['rate_with_sustain_copies'])} req/s), "
+                         f"{so['copies_for_deadline']} for the deadline ({_f(so['rate_with_deadline_copies'])} req/s)")
+        c = dep.get("cost")
+        if c:
+            lines.append(
+                f"  cost per 1000 requests ({c['currency']}, {c['price_per_hour']:g}/h): at arrival {_f(c['per_1000_at_arrival_rate'])}, "
+                f"at capacity replicas {_f(c['per_1000_at_capacity']['replicas'])} / PD {_f(c['per_1000_at_capacity']['pd'])}"
+                + (f"; only {c['slo_fraction']:.0%} in SLO -> {_f(c['effective_per_1000_good'])}" if "slo_fraction" in c else "")
+            )
+    return "\n".join(lines)

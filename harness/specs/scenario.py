@@ -1,0 +1,241 @@
+"""Scenario files: one validated TOML file per worked example (format in docs/scenarios.md)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness.errors import HarnessError
+from harness.specs.gpus import GPUS
+from harness.specs.links import DEFAULT_STARTUP_LATENCY_S, LINKS
+from harness.specs.models import MODELS
+from harness.units import DTYPE_BYTES
+
+SCENARIO_SCHEMA_VERSION = 1
+# Format history: 1 — first version (workload, pools, link, efficiency, startup, cost,
+# reference_allocations, sensitivity, deployment).
+
+PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class WorkloadSpec(_Strict):
+    model: str
+    input_tokens: Annotated[int, Field(ge=1)]
+    output_tokens: Annotated[int, Field(ge=1)]
+    cached_prefix_tokens: Annotated[int, Field(ge=0)] = 0
+    decode_batch: Annotated[int, Field(ge=1)] = 32
+    arrival_rate_per_s: NonNegFloat = 0.0
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        if v not in MODELS and not v.endswith(".json"):
+            raise ValueError(f"unknown model {v!r}; known: {', '.join(MODELS)}, or a path to a Hugging Face config.json")
+        return v
+
+    @field_validator("weight_dtype", "kv_dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        if v not in DTYPE_BYTES:
+            raise ValueError(f"unknown dtype {v!r}; known: {', '.join(DTYPE_BYTES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _prefix(self) -> "WorkloadSpec":
+        if self.cached_prefix_tokens >= self.input_tokens:
+            raise ValueError(
+                f"cached_prefix_tokens ({self.cached_prefix_tokens}) must be below input_tokens "
+                f"({self.input_tokens}); the last input token is always recomputed"
+            )
+        return self
+
+
+class PoolSpec(_Strict):
+    gpu: str
+    count: Annotated[int, Field(ge=1)]
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu(cls, v: str) -> str:
+        if v not in GPUS:
+            raise ValueError(f"unknown GPU {v!r}; known: {', '.join(GPUS)}")
+        return v
+
+
+class LinkSection(_Strict):
+    spec: str | None = None
+    bandwidth_bytes_per_s: PosFloat | None = None
+    startup_latency_s: NonNegFloat | None = None
+
+    @field_validator("spec")
+    @classmethod
+    def _spec(cls, v: str | None) -> str | None:
+        if v is not None and v not in LINKS:
+            raise ValueError(f"unknown link {v!r}; known: {', '.join(LINKS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _one(self) -> "LinkSection":
+        if self.spec is None and self.bandwidth_bytes_per_s is None:
+            raise ValueError("give link.spec (a catalog name) or link.bandwidth_bytes_per_s")
+        return self
+
+    @property
+    def bandwidth(self) -> float:
+        return self.bandwidth_bytes_per_s if self.bandwidth_bytes_per_s is not None else LINKS[self.spec].bandwidth_bytes_per_s  # type: ignore[index]
+
+    @property
+    def startup(self) -> float:
+        if self.startup_latency_s is not None:
+            return self.startup_latency_s
+        return LINKS[self.spec].startup_latency_s if self.spec else DEFAULT_STARTUP_LATENCY_S
+
+    @property
+    def label(self) -> str:
+        return self.spec or f"custom {self.bandwidth / 1e9:g} GB/s"
+
+
+class EfficiencyPair(_Strict):
+    compute: Fraction = 0.5
+    bandwidth: Fraction = 0.5
+
+
+class EfficiencySection(EfficiencyPair):
+    per_gpu: dict[str, EfficiencyPair] = Field(default_factory=dict)
+
+    @field_validator("per_gpu")
+    @classmethod
+    def _gpus(cls, v: dict[str, EfficiencyPair]) -> dict[str, EfficiencyPair]:
+        for g in v:
+            if g not in GPUS:
+                raise ValueError(f"unknown GPU {g!r} in efficiency.per_gpu; known: {', '.join(GPUS)}")
+        return v
+
+
+class StartupSection(_Strict):
+    startup_s: NonNegFloat = 0.0
+    deadline_s: PosFloat | None = None
+
+    @model_validator(mode="after")
+    def _order(self) -> "StartupSection":
+        if self.deadline_s is not None and self.deadline_s <= self.startup_s:
+            raise ValueError(f"deadline_s ({self.deadline_s}) must be later than startup_s ({self.startup_s})")
+        return self
+
+
+class CostSection(_Strict):
+    price_per_hour: NonNegFloat
+    currency: str = "CNY"
+    slo_fraction: Fraction | None = None
+
+
+class ReferenceAllocation(_Strict):
+    name: str
+    prefill: dict[str, Annotated[int, Field(ge=0)]]
+
+
+class SensitivitySection(_Strict):
+    efficiency_scale: list[PosFloat] = Field(default_factory=list)
+
+
+class DeploymentSection(_Strict):
+    compare_states: list[str] = Field(default_factory=list)  # other models whose KV state to compare (e.g. "deepseek-v3")
+    shared_pool_bytes: PosFloat | None = None
+
+    @field_validator("compare_states")
+    @classmethod
+    def _states(cls, v: list[str]) -> list[str]:
+        for m in v:
+            if m not in MODELS and not m.endswith(".json"):
+                raise ValueError(f"unknown model {m!r} in deployment.compare_states; known: {', '.join(MODELS)}")
+        return v
+
+
+class Scenario(_Strict):
+    schema_version: int = SCENARIO_SCHEMA_VERSION
+    name: str
+    description: str = ""
+    source: str = ""
+    workload: WorkloadSpec
+    pools: Annotated[list[PoolSpec], Field(min_length=1)]
+    link: LinkSection | None = None
+    efficiency: EfficiencySection = EfficiencySection()
+    startup: StartupSection = StartupSection()
+    cost: CostSection | None = None
+    reference_allocations: list[ReferenceAllocation] = Field(default_factory=list)
+    sensitivity: SensitivitySection = SensitivitySection()
+    deployment: DeploymentSection = DeploymentSection()
+
+    @model_validator(mode="after")
+    def _cross(self) -> "Scenario":
+        if self.schema_version > SCENARIO_SCHEMA_VERSION:
+            raise ValueError(
+                f"schema_version {self.schema_version} is newer than this harness understands "
+                f"({SCENARIO_SCHEMA_VERSION}); upgrade the harness"
+            )
+        names = [p.gpu for p in self.pools]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"pools list GPU type(s) {sorted(dup)} more than once; give one entry per type with its count")
+        for ref in self.reference_allocations:
+            for g, k in ref.prefill.items():
+                if g not in names:
+                    raise ValueError(f"reference allocation {ref.name!r} names GPU {g!r} that no pool has; pools: {names}")
+                n = next(p.count for p in self.pools if p.gpu == g)
+                if k > n:
+                    raise ValueError(f"reference allocation {ref.name!r} puts {k} {g} in P but the pool has {n}")
+        return self
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _format_errors(source: str, exc: ValidationError) -> str:
+    lines = [f"scenario {source} is invalid:"]
+    for err in exc.errors():
+        loc = _loc(tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))))
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "missing":
+            lines.append(f"  {loc}: missing; add this field (see docs/scenarios.md)")
+        elif err["type"] == "extra_forbidden":
+            lines.append(f"  {loc}: unknown field (value {err.get('input')!r}); remove it or check its spelling in docs/scenarios.md")
+        else:
+            val = err.get("input")
+            shown = "" if isinstance(val, dict) else f" (got {val!r})"
+            lines.append(f"  {loc}: {msg}{shown}")
+    return "\n".join(lines)
+
+
+def parse_scenario(data: dict, source: str = "<dict>") -> Scenario:
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise HarnessError(_format_errors(source, exc)) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    p = Path(path)
+    if not p.is_file():
+        raise HarnessError(f"scenario file {str(p)!r} does not exist; scenarios live in workloads/scenarios/ (try `harness model list`).")
+    try:
+        data = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise HarnessError(f"scenario {p} is not valid TOML: {exc}; fix the syntax at that line.") from None
+    return parse_scenario(data, str(p))
+
+
