@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any
+import importlib
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -163,7 +164,10 @@ class DeploymentSection(_Strict):
 
 
 class Scenario(_Strict):
+    """The PD capacity scenario (kind "pd-capacity"): §9.1–9.2, §9.6.1, §9.7."""
+
     schema_version: int = SCENARIO_SCHEMA_VERSION
+    kind: Literal["pd-capacity"] = "pd-capacity"
     name: str
     description: str = ""
     source: str = ""
@@ -221,21 +225,58 @@ def _format_errors(source: str, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def parse_scenario(data: dict, source: str = "<dict>") -> Scenario:
+M = TypeVar("M", bound=BaseModel)
+
+# scenario kind -> "module:Class" of its pydantic model; extensions add one line each
+SCENARIO_KINDS: dict[str, str] = {
+    "pd-capacity": "harness.specs.scenario:Scenario",
+}
+
+
+def validate_model(cls: type[M], data: dict, source: str) -> M:
+    """Validate `data` against a pydantic model; errors name the field, the value and the fix."""
     try:
-        return Scenario.model_validate(data)
+        return cls.model_validate(data)
     except ValidationError as exc:
         raise HarnessError(_format_errors(source, exc)) from None
 
 
-def load_scenario(path: str | Path) -> Scenario:
+def load_toml(path: str | Path) -> dict:
     p = Path(path)
     if not p.is_file():
         raise HarnessError(f"scenario file {str(p)!r} does not exist; scenarios live in workloads/scenarios/ (try `harness model list`).")
     try:
-        data = tomllib.loads(p.read_text())
+        return tomllib.loads(p.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise HarnessError(f"scenario {p} is not valid TOML: {exc}; fix the syntax at that line.") from None
-    return parse_scenario(data, str(p))
 
 
+def scenario_class(kind: str) -> type[BaseModel]:
+    if kind not in SCENARIO_KINDS:
+        raise HarnessError(f"scenario kind {kind!r} is unknown; known kinds: {', '.join(SCENARIO_KINDS)}.")
+    mod, _, cls = SCENARIO_KINDS[kind].partition(":")
+    return getattr(importlib.import_module(mod), cls)
+
+
+def load_any_scenario(path: str | Path) -> BaseModel:
+    """Load a scenario of any registered kind (the `kind` field, default "pd-capacity")."""
+    data = load_toml(path)
+    kind = data.get("kind", "pd-capacity")
+    if not isinstance(kind, str):
+        raise HarnessError(f"scenario {path}: kind must be a string, got {kind!r}.")
+    return validate_model(scenario_class(kind), data, str(path))
+
+
+def parse_scenario(data: dict, source: str = "<dict>") -> Scenario:
+    return validate_model(Scenario, data, source)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Load a PD capacity scenario; a file of another kind is refused with its kind named."""
+    data = load_toml(path)
+    kind = data.get("kind", "pd-capacity")
+    if kind != "pd-capacity":
+        raise HarnessError(
+            f"scenario {path} is of kind {kind!r}, not a PD capacity scenario; use the `harness model` subcommand for that kind."
+        )
+    return parse_scenario(data, str(path))

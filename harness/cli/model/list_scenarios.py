@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.specs.scenario import load_scenario
+from harness.specs.scenario import load_any_scenario
 
 SCENARIO_DIR = Path(__file__).resolve().parents[3] / "workloads" / "scenarios"
 
@@ -16,6 +16,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     for p in sorted(Path(args.dir).glob("*.toml")):
-        s = load_scenario(p)
-        print(f"{p.name:28s} {s.source}")
+        s = load_any_scenario(p)
+        print(f"{p.name:34s} {getattr(s, 'kind', '?'):18s} {getattr(s, 'source', '')}")
     return 0

@@ -1,0 +1,186 @@
+"""Typed, versioned run records: the manifest every run directory carries, and table upgrades.
+
+SCHEMA_VERSION history (one upgrade step per version, applied on load):
+  1 — first version: manifest.json + parquet tables, each row with a `schema_version` column.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import re
+
+from harness.errors import HarnessError
+
+SCHEMA_VERSION = 1
+
+# version -> function upgrading a table (pandas DataFrame) from that version to version+1
+TABLE_UPGRADES: dict[int, Callable[[Any], Any]] = {}
+MANIFEST_UPGRADES: dict[int, Callable[[dict], dict]] = {}
+
+
+def _git(*args: str) -> str | None:
+    try:
+        root = Path(__file__).resolve().parents[1]
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def harness_commit() -> tuple[str | None, bool | None]:
+    commit = _git("rev-parse", "HEAD")
+    if commit is None:
+        return None, None
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return commit, bool(status)
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def slug(text: str) -> str:
+    s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return s[:60] or "unknown"
+
+
+def new_run_id(kind: str) -> str:
+    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{slug(kind)}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class RunManifest:
+    """Environment facts that travel with the samples (pyperf-style metadata)."""
+
+    run_id: str
+    kind: str  # "micro", "load", "engine", "calibration", ...
+    machine: str  # fingerprint slug: results/<machine>/<run_id>/
+    created_unix_s: float
+    command_line: list[str]
+    harness_version: str
+    harness_commit: str | None
+    harness_dirty: bool | None
+    host: str
+    cpu_model: str
+    cpu_cores: int
+    python_version: str
+    platform: str
+    seeds: dict[str, int] = field(default_factory=dict)
+    gpu_name: str | None = None
+    gpu_driver: str | None = None
+    cuda_version: str | None = None
+    torch_version: str | None = None
+    clocks: dict[str, Any] = field(default_factory=dict)
+    engine: dict[str, Any] = field(default_factory=dict)  # engine name, version, flags
+    notes: list[str] = field(default_factory=list)  # e.g. "NVML unavailable: no GPU"
+    extra: dict[str, Any] = field(default_factory=dict)
+    status: str = "running"  # running | complete | failed
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], source: str = "manifest") -> "RunManifest":
+        d = upgrade_manifest(dict(d), source)
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    # facts that must agree before runs may be mixed in one fit
+    KEY_FACTS = ("machine", "cpu_model", "gpu_name", "gpu_driver", "schema_version")
+
+    def key_facts(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.KEY_FACTS}
+
+
+def machine_fingerprint(gpu_name: str | None = None) -> str:
+    """results/<machine>/: host CPU model plus GPU name, as a slug."""
+    base = slug(cpu_model())
+    return f"{slug(gpu_name)}--{base}" if gpu_name else f"cpu--{base}"
+
+
+def new_manifest(kind: str, *, seeds: dict[str, int] | None = None, gpu_name: str | None = None, **kw: Any) -> RunManifest:
+    from harness import __version__
+
+    commit, dirty = harness_commit()
+    torch_version = kw.pop("torch_version", None)
+    if torch_version is None and "torch" in sys.modules:
+        torch_version = getattr(sys.modules["torch"], "__version__", None)
+    return RunManifest(
+        run_id=kw.pop("run_id", None) or new_run_id(kind),
+        kind=kind,
+        machine=kw.pop("machine", None) or machine_fingerprint(gpu_name),
+        created_unix_s=time.time(),
+        command_line=kw.pop("command_line", None) or list(sys.argv),
+        harness_version=__version__,
+        harness_commit=commit,
+        harness_dirty=dirty,
+        host=socket.gethostname(),
+        cpu_model=cpu_model(),
+        cpu_cores=os.cpu_count() or 1,
+        python_version=platform.python_version(),
+        platform=platform.platform(),
+        seeds=seeds or {},
+        gpu_name=gpu_name,
+        torch_version=torch_version,
+        extra={"user": _user(), **kw.pop("extra", {})},
+        **kw,
+    )
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry in some containers
+        return "unknown"
+
+
+def upgrade_manifest(d: dict[str, Any], source: str) -> dict[str, Any]:
+    v = d.get("schema_version")
+    if not isinstance(v, int):
+        raise HarnessError(f"{source}: schema_version missing or not an integer ({v!r}); this is not a harness manifest.")
+    if v > SCHEMA_VERSION:
+        raise HarnessError(
+            f"{source}: schema_version {v} is newer than this harness understands ({SCHEMA_VERSION}); upgrade the harness."
+        )
+    while v < SCHEMA_VERSION:
+        d = MANIFEST_UPGRADES[v](d)
+        v += 1
+        d["schema_version"] = v
+    return d
+
+
+def upgrade_table(df: Any, source: str) -> Any:
+    """Bring a loaded table to SCHEMA_VERSION, one step per version; refuse newer files."""
+    if "schema_version" not in df.columns:
+        raise HarnessError(f"{source}: table has no schema_version column; it was not written by this harness.")
+    if len(df) == 0:
+        return df
+    v = int(df["schema_version"].max())
+    if v > SCHEMA_VERSION:
+        raise HarnessError(
+            f"{source}: schema_version {v} is newer than this harness understands ({SCHEMA_VERSION}); upgrade the harness."
+        )
+    low = int(df["schema_version"].min())
+    while low < SCHEMA_VERSION:
+        df = TABLE_UPGRADES[low](df)
+        low += 1
+    df["schema_version"] = SCHEMA_VERSION
+    return df

@@ -1,0 +1,128 @@
+"""The only module that reads and writes results/: run directories, manifests, parquet tables.
+
+Layout: results/<machine>/<run_id>/manifest.json and <table>/part-NNNNN.parquet. A run is
+written once and never overwritten; every file is written under a temporary name and renamed,
+and tables are appended in parts so a run killed midway keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Iterator
+
+from harness.errors import HarnessError
+from harness.records import SCHEMA_VERSION, RunManifest, upgrade_table
+
+DEFAULT_RESULTS = Path("results")
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+class RunWriter:
+    """Create results/<machine>/<run_id>/ and append tables in parts.
+
+    Use as a context manager: the manifest's status becomes "complete" on a clean exit and
+    "failed" (with the error) otherwise; parts already written stay.
+    """
+
+    def __init__(self, manifest: RunManifest, results_dir: str | Path = DEFAULT_RESULTS):
+        self.manifest = manifest
+        self.path = Path(results_dir) / manifest.machine / manifest.run_id
+        if self.path.exists():
+            raise HarnessError(f"run directory {self.path} already exists; runs are never overwritten, use a new run id.")
+        self.path.mkdir(parents=True)
+        self._parts: dict[str, int] = {}
+        self._write_manifest()
+
+    def _write_manifest(self) -> None:
+        _atomic_write_bytes(self.path / "manifest.json", json.dumps(self.manifest.to_dict(), indent=2, default=str).encode())
+
+    def update_manifest(self, **changes: Any) -> None:
+        self.manifest = replace(self.manifest, **changes)
+        self._write_manifest()
+
+    def append(self, table: str, rows: Any) -> Path | None:
+        """Append rows (a DataFrame or a list of dicts) as one more parquet part of `table`."""
+        import pandas as pd
+
+        df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+        if df.empty:
+            return None
+        df = df.copy()
+        df["schema_version"] = SCHEMA_VERSION
+        df["run_id"] = self.manifest.run_id
+        d = self.path / table
+        d.mkdir(exist_ok=True)
+        n = self._parts.get(table, 0) + 1
+        self._parts[table] = n
+        out = d / f"part-{n:05d}.parquet"
+        tmp = d / f".part-{n:05d}.parquet.tmp"
+        df.to_parquet(tmp, index=False)
+        os.replace(tmp, out)
+        return out
+
+    def write_json(self, name: str, obj: Any) -> Path:
+        out = self.path / name
+        _atomic_write_bytes(out, json.dumps(obj, indent=2, default=str).encode())
+        return out
+
+    def __enter__(self) -> "RunWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.update_manifest(status="complete")
+        else:
+            notes = [*self.manifest.notes, f"failed: {exc_type.__name__}: {exc}"]
+            self.update_manifest(status="failed", notes=notes)
+
+
+class Run:
+    """A stored run: its manifest and its tables (upgraded to the current schema on load)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        mf = self.path / "manifest.json"
+        if not mf.is_file():
+            raise HarnessError(f"{self.path} is not a run directory (no manifest.json); give results/<machine>/<run_id>/.")
+        try:
+            raw = json.loads(mf.read_text())
+        except json.JSONDecodeError as exc:
+            raise HarnessError(f"{mf} is not valid JSON ({exc}); the run is damaged.") from None
+        self.manifest = RunManifest.from_dict(raw, str(mf))
+
+    def tables(self) -> list[str]:
+        return sorted(p.name for p in self.path.iterdir() if p.is_dir() and any(p.glob("part-*.parquet")))
+
+    def table(self, name: str):
+        import pandas as pd
+
+        d = self.path / name
+        parts = sorted(d.glob("part-*.parquet"))
+        if not parts:
+            raise HarnessError(f"run {self.path} has no table {name!r}; it has: {', '.join(self.tables()) or 'none'}.")
+        df = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+        return upgrade_table(df, f"{d}")
+
+    def json(self, name: str) -> Any:
+        return json.loads((self.path / name).read_text())
+
+
+def iter_runs(root: str | Path = DEFAULT_RESULTS, kind: str | None = None) -> Iterator[Run]:
+    """Every run below `root` (a results dir, a machine dir or a run dir), oldest first."""
+    root = Path(root)
+    if (root / "manifest.json").is_file():
+        candidates = [root]
+    else:
+        candidates = sorted(p.parent for p in root.glob("**/manifest.json"))
+    for p in candidates:
+        r = Run(p)
+        if kind is None or r.manifest.kind == kind:
+            yield r
