@@ -66,14 +66,19 @@ class PdGrid:
     decode_pool: np.ndarray
     rate: np.ndarray
     link_requests_per_s: float
+    prefill_s_per_request: tuple[float, ...]
+    decode_s_per_request: tuple[float, ...]
 
     def allocation(self, index: tuple[int, ...]) -> PdAllocation:
-        mp = float(self.prefill_pool[index])
-        md = float(self.decode_pool[index])
-        mu = float(self.rate[index])
+        """One cell, recomputed exactly in float64 (large grids are searched in float32)."""
+        index = tuple(int(k) for k in index)
+        mp = sum(k / dp for k, dp in zip(index, self.prefill_s_per_request))
+        md = sum((n - k) / dd for n, k, dd in zip(self.counts, index, self.decode_s_per_request))
+        mu = min(mp, md, self.link_requests_per_s)
         if mp == 0 or md == 0:
             bound = "empty-pool"
-        elif mu == self.link_requests_per_s and self.link_requests_per_s <= min(mp, md):
+            mu = 0.0
+        elif self.link_requests_per_s <= min(mp, md):
             bound = "link"
         else:
             bound = "prefill" if mp <= md else "decode"
@@ -97,14 +102,23 @@ def pd_grid(
     decode_s_per_request: Sequence[float],
     counts: Sequence[int],
     link_requests_per_s: float = math.inf,
-    dtype: type = np.float64,
 ) -> PdGrid:
-    """Vectorised μ_PD for every allocation: μ_P = Σ k_i/d_P,i, μ_D = Σ (n_i-k_i)/d_D,i."""
+    """Vectorised μ_PD for every allocation: μ_P = Σ k_i/d_P,i, μ_D = Σ (n_i-k_i)/d_D,i.
+
+    Each pool sum is built by broadcasting one small axis at a time, so the full grid is touched
+    by one add per pool, one minimum and (with a link) one in-place clip. Large grids use float32.
+    """
     m = len(counts)
     if not (m == len(prefill_s_per_request) == len(decode_s_per_request) == len(gpus)):
         raise HarnessError("pd_grid: gpus, prefill and decode times and counts must have one entry per GPU type.")
     if m == 0:
         raise HarnessError("pools: at least one pool of GPUs is needed.")
+    for name, seq in (("prefill_s_per_request", prefill_s_per_request), ("decode_s_per_request", decode_s_per_request)):
+        for g, v in zip(gpus, seq):
+            if not (v > 0 and math.isfinite(v)):
+                raise HarnessError(f"pd_grid: {name} of {g} must be a positive finite number of seconds, got {v!r}.")
+    size = math.prod(n + 1 for n in counts)
+    dtype = np.float64 if size <= 2_000_000 else np.float32
     mu_p = np.zeros((), dtype=dtype)
     mu_d = np.zeros((), dtype=dtype)
     for i, (n, dp, dd) in enumerate(zip(counts, prefill_s_per_request, decode_s_per_request)):
@@ -112,13 +126,14 @@ def pd_grid(
         shape[i] = n + 1
         k = np.arange(n + 1, dtype=dtype).reshape(shape)
         mu_p = mu_p + k * dtype(1.0 / dp)
-        mu_d = mu_d + (n - k) * dtype(1.0 / dd if dd > 0 else math.inf)
-    rate = np.minimum(mu_p, mu_d)
+        mu_d = mu_d + (n - k) * dtype(1.0 / dd)
+    rate = np.minimum(mu_p, mu_d)  # an empty pool gives exactly 0
     if math.isfinite(link_requests_per_s):
         np.minimum(rate, dtype(link_requests_per_s), out=rate)
-    # an empty pool serves nothing (inf·0 guards)
-    rate = np.where((mu_p == 0) | (mu_d == 0), 0.0, rate).astype(dtype, copy=False)
-    return PdGrid(tuple(gpus), tuple(int(c) for c in counts), mu_p, mu_d, rate, float(link_requests_per_s))
+    return PdGrid(
+        tuple(gpus), tuple(int(c) for c in counts), mu_p, mu_d, rate, float(link_requests_per_s),
+        tuple(float(x) for x in prefill_s_per_request), tuple(float(x) for x in decode_s_per_request),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,18 +151,21 @@ def pd_search(
     link_requests_per_s: float = math.inf,
     max_optimal: int = 64,
 ) -> PdSearch:
-    """Best integer PD allocation. Ties (within 1e-9 relative) are all reported; the best among
-    them keeps the most spare pool capacity (largest μ_P+μ_D)."""
+    """Best integer PD allocation. Ties (within 1e-6 relative) are all optimal (Fig. 9-10 frames
+    them); the reported best among them keeps the most spare pool capacity (largest μ_P+μ_D)."""
     grid = pd_grid(gpus, prefill_s_per_request, decode_s_per_request, counts, link_requests_per_s)
     top = float(grid.rate.max())
     if top <= 0:
         raise HarnessError(
             "pools: no PD allocation serves any request; PD needs at least two GPUs so that both pools are non-empty."
         )
-    tied = np.flatnonzero(grid.rate.ravel() >= top * (1 - 1e-9))
-    spare = (grid.prefill_pool + grid.decode_pool)
-    spare = np.broadcast_to(spare, grid.rate.shape).ravel()[tied]
-    best_flat = int(tied[int(np.argmax(spare))])
-    best = grid.allocation(np.unravel_index(best_flat, grid.rate.shape))
-    optimal = [grid.allocation(np.unravel_index(int(i), grid.rate.shape)) for i in tied[:max_optimal]]
+    tied = grid.rate >= top * (1 - 1e-6)
+    score = np.where(tied, grid.prefill_pool + grid.decode_pool, -1.0)
+    best = grid.allocation(np.unravel_index(int(np.argmax(score)), grid.rate.shape))
+    optimal: list[PdAllocation] = []
+    for i in range(tied.shape[0]):  # first few tied cells without materialising every index
+        for flat in np.flatnonzero(tied[i])[: max_optimal - len(optimal)]:
+            optimal.append(grid.allocation((i, *np.unravel_index(int(flat), tied.shape[1:]))))
+        if len(optimal) >= max_optimal:
+            break
     return PdSearch(best, optimal, grid)

@@ -163,7 +163,7 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
         shared_n = 1
     if shared_n and not shared_i:
         shared_i = cfg.get("moe_intermediate_size") or 0
-    name = cfg.get("_name_or_path") or p.parent.name or p.stem
+    name = cfg.get("_name_or_path") or (p.parent.name if p.name == "config.json" else p.stem.removesuffix(".config"))
     return ModelSpec(
         name=str(name),
         n_layers=n_layers,
@@ -182,7 +182,8 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
         q_lora_rank=cfg.get("q_lora_rank") or 0,
         n_routed_experts=n_experts,
         n_experts_per_token=cfg.get("num_experts_per_tok") or 0,
-        moe_intermediate_size=cfg.get("moe_intermediate_size") or 0,
+        # Mixtral-style configs size the experts with intermediate_size
+        moe_intermediate_size=(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size") or 0) if n_experts else 0,
         n_shared_experts=shared_n,
         shared_expert_intermediate_size=shared_i,
         n_dense_layers=n_dense,
