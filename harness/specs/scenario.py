@@ -230,6 +230,9 @@ M = TypeVar("M", bound=BaseModel)
 # scenario kind -> "module:Class" of its pydantic model; extensions add one line each
 SCENARIO_KINDS: dict[str, str] = {
     "pd-capacity": "harness.specs.scenario:Scenario",
+    "kv-tiers": "harness.specs.scenario_kv:KvTiersScenario",
+    "cache-routing": "harness.specs.scenario_kv:CacheRoutingScenario",
+    "lifecycle": "harness.specs.scenario_kv:LifecycleScenario",
 }
 
 

@@ -9,6 +9,9 @@ import importlib
 SUBCOMMANDS: dict[str, str] = {
     "plan": "harness.cli.model.plan",
     "list": "harness.cli.model.list_scenarios",
+    "kv-tiers": "harness.cli.model.kv",
+    "route": "harness.cli.model.route",
+    "lifecycle": "harness.cli.model.lifecycle",
 }
 
 

@@ -1,0 +1,48 @@
+"""Instance lifecycle of a scenario: graph-capture break-even, migration catch-up, reconfiguration, recovery (§9.6)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from harness.cli._output import print_json
+from harness.model.kv_plan import lifecycle_plan
+from harness.specs.scenario_kv import load_kind
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", help='scenario TOML file of kind "lifecycle" (e.g. workloads/scenarios/ch9-lifecycle.toml)')
+    parser.add_argument("--json", action="store_true", help="print every field as JSON (documented in docs/model-kv.md)")
+
+
+def main(args: argparse.Namespace) -> int:
+    result = lifecycle_plan(load_kind(args.scenario, "lifecycle"))
+    if args.json:
+        print_json(result)
+    else:
+        print(render(result))
+    return 0
+
+
+def render(r: dict[str, Any]) -> str:
+    lines = [f"Scenario {r['scenario']}  ({r['source']})"]
+    if "graph_capture" in r:
+        g = r["graph_capture"]
+        lines.append(f"Graph capture (§9.6.1): break-even after {g['break_even_steps']:,.0f} steps "
+                     f"({g['break_even_tokens'] / 1e6:.2f} M tokens), net positive from step {g['first_net_positive_step']:,}")
+    if "migration" in r:
+        m = r["migration"]
+        lines.append(f"Migration (§9.6.2): {m['state_bytes'] / 1e9:.1f} GB growing {m['growth_bytes_per_s'] / 1e9:.3f} GB/s")
+        for x in m["links"]:
+            t = "never (link ≤ growth)" if x["catch_up_s"] is None else f"{x['catch_up_s']:.2f} s (+{x['added_bytes'] / 1e9:.2f} GB)"
+            lines.append(f"  over {x['link']}: catch up in {t}")
+    if "reconfiguration" in r:
+        rc = r["reconfiguration"]
+        lines.append(f"Reconfiguration (§9.6.2), {rc['serial_prep_s']:g} s serial preparation:")
+        for p in rc["paths"]:
+            lines.append(f"  {p['name']:22s} {p['payload_bytes'] / 1e9:5.1f} GB in {p['transfer_s']:.3f} s -> total {p['total_s']:.2f} s")
+    if "recovery" in r:
+        for p in r["recovery"]["plans"]:
+            lines.append(f"Recovery (§9.6.3) from a KV checkpoint of {p['kv_checkpoint_tokens']} tokens: replay {p['replay_tokens']} tokens "
+                         f"({p['replay_s'] * 1e3:.1f} ms) to rebuild {p['context_to_rebuild_tokens']}, resample {p['resample_tokens']}")
+    return "\n".join(lines)
