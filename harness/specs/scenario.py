@@ -230,6 +230,10 @@ M = TypeVar("M", bound=BaseModel)
 # scenario kind -> "module:Class" of its pydantic model; extensions add one line each
 SCENARIO_KINDS: dict[str, str] = {
     "pd-capacity": "harness.specs.scenario:Scenario",
+    "experts-cpu-gpu": "harness.specs.scenario_experts:ExpertsCpuGpuScenario",
+    "af-split": "harness.specs.scenario_experts:AfSplitScenario",
+    "ep-skew": "harness.specs.scenario_experts:EpSkewScenario",
+    "expert-replicas": "harness.specs.scenario_experts:ExpertReplicasScenario",
     "kv-tiers": "harness.specs.scenario_kv:KvTiersScenario",
     "cache-routing": "harness.specs.scenario_kv:CacheRoutingScenario",
     "lifecycle": "harness.specs.scenario_kv:LifecycleScenario",

@@ -9,6 +9,10 @@ import importlib
 SUBCOMMANDS: dict[str, str] = {
     "plan": "harness.cli.model.plan",
     "list": "harness.cli.model.list_scenarios",
+    "experts": "harness.cli.model.experts",
+    "af": "harness.cli.model.af",
+    "ep-skew": "harness.cli.model.ep_skew",
+    "replicas": "harness.cli.model.replicas",
     "kv-tiers": "harness.cli.model.kv",
     "route": "harness.cli.model.route",
     "lifecycle": "harness.cli.model.lifecycle",

@@ -1,0 +1,68 @@
+"""Skew under large EP: rows per card, random-routing imbalance, dispatch/combine bounds, overlap (§9.4.1, §9.4.3)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from harness.cli._output import print_json
+from harness.model.expert_plans import ep_skew_plan
+from harness.specs.scenario_experts import EpSkewScenario, load_expert_scenario
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", help="scenario TOML of kind ep-skew (e.g. workloads/scenarios/ch9-ex9.5-ep-skew.toml)")
+    parser.add_argument("--json", action="store_true", help="print every field as JSON (documented in docs/model-experts.md)")
+    parser.add_argument("--batches", type=int, metavar="N", help="simulated batches (replaces routing.batches)")
+    parser.add_argument("--seed", type=int, metavar="S", help="random seed of the routing simulation (replaces routing.seed)")
+
+
+def main(args: argparse.Namespace) -> int:
+    routing: dict[str, Any] = {}
+    if args.batches is not None:
+        routing["batches"] = args.batches
+    if args.seed is not None:
+        routing["seed"] = args.seed
+    s = load_expert_scenario(args.scenario, EpSkewScenario, {"routing": routing} if routing else None)
+    result = ep_skew_plan(s)
+    if args.json:
+        print_json(result)
+    else:
+        print(render_summary(result))
+    return 0
+
+
+def render_summary(r: dict[str, Any]) -> str:
+    ro = r["routing"]
+    lines = [
+        f"Scenario {r['scenario']}  ({r['source']})",
+        f"  {ro['tokens']} tokens × top-{ro['top_k']} of {ro['n_experts']} experts = {ro['assignments']} assignments",
+        f"  {'EP':>5s} {'hot card rows':>14s} {'mean':>8s} {'hot max/mean':>13s} {'random max/mean':>16s}",
+    ]
+    rand = {x["ep"]: x for x in r["random_routing"]}
+    for h in r["hot_expert"]:
+        x = rand[h["ep"]]
+        lines.append(f"  {h['ep']:5d} {h['hot_card_rows']:14.1f} {h['mean_rows_per_card']:8.1f} {h['max_over_mean']:13.3f} "
+                     f"{x['mean_max_over_mean']:16.3f}")
+    if r["random_routing"]:
+        x = r["random_routing"][0]
+        lines.append(f"  (random routing: {x['batches']} batches, seed {x['seed']})")
+    ex = r["exchange"]
+    if ex:
+        lines += ["", "Example 9.5 lower bounds (ms): dispatch, busiest-card compute, combine, barrier total"]
+        for c in ex["cases"]:
+            lines.append(f"  {c['name']:38s} {c['dispatch']['bound_s'] * 1e3:7.3f} {c['compute_s'] * 1e3:7.3f} "
+                         f"{c['combine']['bound_s'] * 1e3:7.3f} {c['barrier_total_s'] * 1e3:7.3f}   s_expert {c['s_expert']:.2f}, "
+                         f"dispatch set by {c['dispatch']['limiter']}")
+    ov = r["overlap"]
+    if ov:
+        p, pad, tc = ov["pipeline"], ov["padding"], ov["token_completion"]
+        lines += [
+            "",
+            f"Overlap of {ov['case']!r} in {p['microbatches']} micro-batches: {p['serial_s'] * 1e3:.3f} -> {p['pipelined_s'] * 1e3:.3f} ms; "
+            f"cancelled by communication ×{p['communication_slowdown_to_cancel']:.2f} or compute ×{p['compute_slowdown_to_cancel']:.2f}",
+            f"Padding {list(pad['rows_per_expert'])} to {pad['tile_rows']}: {pad['useful_rows']} useful, {pad['padded_nonempty_rows']} "
+            f"(non-empty padded), {pad['padded_all_rows']} (all padded)",
+            f"Token completion: {[round(t * 1e3, 3) for t in tc['completion_s']]} ms, batch barrier {tc['batch_barrier_s'] * 1e3:.3f} ms",
+        ]
+    return "\n".join(lines)
