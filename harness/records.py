@@ -2,6 +2,14 @@
 
 SCHEMA_VERSION history (one upgrade step per version, applied on load):
   1 — first version: manifest.json + parquet tables, each row with a `schema_version` column.
+      Durations were stored as integer perf_counter_ns values in `*_ns` columns.
+  2 — durations in seconds, the base unit (`*_ns` -> `*_s`, float); the manifest gains
+      `telemetry` (what the NVML sampler and NVTX ranges did, throttle flags) and
+      `cpu_cores_available` (the CPUs this process may use, which a container can cap below
+      `cpu_cores`). Upgrade 1->2 converts the columns and fills the new fields (the cores
+      available are unknown for an old run: set to `cpu_cores`, and a note says so).
+
+Tables the microbenchmarks write are described in TABLE_COLUMNS; `validate_table` checks one.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import re
 
 from harness.errors import HarnessError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # version -> function upgrading a table (pandas DataFrame) from that version to version+1
 TABLE_UPGRADES: dict[int, Callable[[Any], Any]] = {}
@@ -92,6 +100,8 @@ class RunManifest:
     notes: list[str] = field(default_factory=list)  # e.g. "NVML unavailable: no GPU"
     extra: dict[str, Any] = field(default_factory=dict)
     status: str = "running"  # running | complete | failed
+    telemetry: dict[str, Any] = field(default_factory=dict)  # NVML/NVTX state and throttle flags (v2)
+    cpu_cores_available: int | None = None  # affinity, may be below cpu_cores (v2)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -135,6 +145,7 @@ def new_manifest(kind: str, *, seeds: dict[str, int] | None = None, gpu_name: st
         host=socket.gethostname(),
         cpu_model=cpu_model(),
         cpu_cores=os.cpu_count() or 1,
+        cpu_cores_available=_cores_available(),
         python_version=platform.python_version(),
         platform=platform.platform(),
         seeds=seeds or {},
@@ -143,6 +154,13 @@ def new_manifest(kind: str, *, seeds: dict[str, int] | None = None, gpu_name: st
         extra={"user": _user(), **kw.pop("extra", {})},
         **kw,
     )
+
+
+def _cores_available() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _user() -> str:
@@ -184,3 +202,63 @@ def upgrade_table(df: Any, source: str) -> Any:
         low += 1
     df["schema_version"] = SCHEMA_VERSION
     return df
+
+
+# ---- upgrade steps: one per version, registered by the version they upgrade FROM ----
+
+
+def _table_1_to_2(df: Any) -> Any:
+    """v1 stored durations as integer nanoseconds in `*_ns` columns; v2 stores float seconds in `*_s`."""
+    renames = {c: c[: -len("_ns")] + "_s" for c in df.columns if c.endswith("_ns")}
+    for old, new in renames.items():
+        df[new] = df[old].astype("float64") / 1e9
+    return df.drop(columns=list(renames))
+
+
+def _manifest_1_to_2(d: dict[str, Any]) -> dict[str, Any]:
+    d.setdefault("telemetry", {})
+    if d.get("cpu_cores_available") is None:
+        d["cpu_cores_available"] = d.get("cpu_cores")
+    d["notes"] = [*d.get("notes", []), "upgraded from schema_version 1: cpu_cores_available assumed = cpu_cores"]
+    return d
+
+
+TABLE_UPGRADES[1] = _table_1_to_2
+MANIFEST_UPGRADES[1] = _manifest_1_to_2
+
+
+# ---- tables written by the microbenchmarks (and the importers, which fill the same columns) ----
+
+# name -> {column: pandas dtype kind ("f" float, "i" integer, "O" text/object, "b" bool)}
+TABLE_COLUMNS: dict[str, dict[str, str]] = {
+    "micro_cases": {
+        "case_id": "O", "suite": "O", "case": "O", "backend": "O", "device": "O", "dtype": "O",
+        "params_json": "O", "n_samples": "i", "inner_reps": "i",
+        "median_s": "f", "p10_s": "f", "p90_s": "f", "mean_s": "f", "min_s": "f", "cv": "f",
+        "useful_flops": "f", "padded_flops": "f", "useful_bytes": "f", "padded_bytes": "f",
+        "flops_per_s": "f", "bytes_per_s": "f", "mfu": "f", "mbu": "f",
+        "peak_flops_per_s": "f", "peak_bytes_per_s": "f", "peak_source": "O",
+        "timer": "O", "cache_state": "O", "unstable": "b", "valid": "b", "flags_json": "O", "source": "O",
+    },
+    "micro_samples": {"case_id": "O", "rep": "i", "time_s": "f", "inner_reps": "i"},
+    "micro_skips": {"suite": "O", "case": "O", "reason": "O"},
+    "telemetry_nvml": {
+        "t_s": "f", "gpu_index": "i", "sm_clock_hz": "f", "mem_clock_hz": "f", "power_w": "f",
+        "temperature_c": "f", "clock_event_reasons": "i",
+    },
+}
+
+
+def validate_table(name: str, df: Any, source: str = "table") -> None:
+    """Check that `df` has every column of TABLE_COLUMNS[name] with the right kind; raise naming the first misfit."""
+    if name not in TABLE_COLUMNS:
+        raise HarnessError(f"{source}: no table schema named {name!r}; known: {', '.join(TABLE_COLUMNS)}.")
+    want = TABLE_COLUMNS[name]
+    missing = [c for c in want if c not in df.columns]
+    if missing:
+        raise HarnessError(f"{source}: table {name!r} lacks column(s) {missing}; it was written by another tool or version.")
+    for col, kind in want.items():
+        got = df[col].dtype.kind
+        ok = got == kind or (kind == "f" and got in "iuf") or (kind == "O" and got in "OSU") or (kind == "i" and got in "iu")
+        if not ok and not (len(df) and df[col].isna().all()):
+            raise HarnessError(f"{source}: table {name!r} column {col!r} has dtype {df[col].dtype}, expected kind {kind!r}.")

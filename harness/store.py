@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from harness.errors import HarnessError
-from harness.records import SCHEMA_VERSION, RunManifest, upgrade_table
+from harness.records import SCHEMA_VERSION, TABLE_COLUMNS, RunManifest, upgrade_table, validate_table
 
 DEFAULT_RESULTS = Path("results")
 
@@ -37,7 +37,11 @@ class RunWriter:
         self.path = Path(results_dir) / manifest.machine / manifest.run_id
         if self.path.exists():
             raise HarnessError(f"run directory {self.path} already exists; runs are never overwritten, use a new run id.")
-        self.path.mkdir(parents=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir()  # not exist_ok: two writers racing for one run id must not share it
+        except FileExistsError:
+            raise HarnessError(f"run directory {self.path} already exists; runs are never overwritten, use a new run id.") from None
         self._parts: dict[str, int] = {}
         self._write_manifest()
 
@@ -56,6 +60,8 @@ class RunWriter:
         if df.empty:
             return None
         df = df.copy()
+        if table in TABLE_COLUMNS:
+            validate_table(table, df, f"append to {self.path / table}")
         df["schema_version"] = SCHEMA_VERSION
         df["run_id"] = self.manifest.run_id
         d = self.path / table
@@ -108,8 +114,9 @@ class Run:
         parts = sorted(d.glob("part-*.parquet"))
         if not parts:
             raise HarnessError(f"run {self.path} has no table {name!r}; it has: {', '.join(self.tables()) or 'none'}.")
-        df = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
-        return upgrade_table(df, f"{d}")
+        # upgrade part by part: parts of one table may come from different harness versions
+        frames = [upgrade_table(pd.read_parquet(p), str(p)) for p in parts]
+        return pd.concat(frames, ignore_index=True)
 
     def json(self, name: str) -> Any:
         return json.loads((self.path / name).read_text())

@@ -15,6 +15,8 @@ from harness.errors import HarnessError
 VERBS: dict[str, str] = {
     "model": "harness.cli.model",
     "specs": "harness.cli.specs",
+    "micro": "harness.cli.micro",
+    "bench-pd": "harness.cli.bench",
 }
 
 

@@ -1,4 +1,6 @@
 """Reports: one renderer per output, picked from a registry; renderers read results/ only, never measure."""
 
 # report name -> "module:function" rendering (run_or_runs, out_dir) -> list of written paths; one line each
-RENDERERS: dict[str, str] = {}
+RENDERERS: dict[str, str] = {
+    "bench-pd": "harness.report.bench_pd:render",
+}

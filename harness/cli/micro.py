@@ -1,0 +1,145 @@
+"""Run microbenchmark suites into results/, list them, or import another tool's JSON into the same tables."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import Any
+
+from harness.cli._output import print_json
+
+
+def _positive_float(name: str):
+    def conv(raw: str) -> float:
+        try:
+            v = float(raw)
+        except ValueError:
+            v = float("nan")
+        if not math.isfinite(v) or v <= 0:
+            raise argparse.ArgumentTypeError(f"{name} must be a positive number of seconds, got {raw!r}")
+        return v
+
+    return conv
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="micro_cmd", metavar="SUBCOMMAND")
+    sub.required = True
+    r = sub.add_parser("run", help="run suites and store a run directory", description="Run microbenchmark suites.")
+    r.add_argument("--suite", required=True, help="suite name(s), comma-separated, or 'all' (see `harness micro list`)")
+    r.add_argument("--quick", action="store_true", help="small sizes and a short time budget (the CI form)")
+    r.add_argument("--out", default="results", help="results directory (default: results/)")
+    r.add_argument("--budget-s", type=_positive_float("--budget-s"), default=None, help="timed seconds per case (default 1.0, --quick 0.15)")
+    r.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="which devices to measure (default: all present)")
+    r.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    r.add_argument("--storage-path", default=None, help="directory the storage suite writes its test file in (default: --out)")
+    r.add_argument("--model", default="qwen3-8b", help="model whose shapes gemm/decode/stage use on a GPU (catalog name or config.json)")
+    r.add_argument("--progress", action="store_true", help="draw the progress bar even when stderr is not a terminal")
+    r.add_argument("--json", action="store_true", help="print the run summary as JSON")
+    r.set_defaults(_micro_main=main_run)
+
+    ls = sub.add_parser("list", help="list suites and the backends present here")
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    ls.set_defaults(_micro_main=main_list)
+
+    im = sub.add_parser("import", help="import nvbandwidth -j, nccl-tests -J or pytest-benchmark JSON as a run")
+    im.add_argument("format", choices=["nvbandwidth", "nccl-tests", "pytest-benchmark"])
+    im.add_argument("file", help="the tool's JSON output file")
+    im.add_argument("--out", default="results", help="results directory (default: results/)")
+    im.add_argument("--json", action="store_true", help="print the summary as JSON")
+    im.set_defaults(_micro_main=main_import)
+
+
+def main(args: argparse.Namespace) -> int:
+    return args._micro_main(args)
+
+
+def main_run(args: argparse.Namespace) -> int:
+    from microbench.progress import ProgressBar
+    from microbench.runner import run_micro
+
+    bar = ProgressBar(force=args.progress)
+    summary = run_micro(
+        args.suite, quick=args.quick, out=args.out, budget_s=args.budget_s, device=args.device, seed=args.seed,
+        storage_path=args.storage_path, progress=bar, command_line=["harness", *sys.argv[1:]],
+        options={"model": args.model},
+    )
+    if args.json:
+        print_json(summary.to_dict())
+        return 0
+    print(render_summary(summary.to_dict()))
+    return 0
+
+
+def _si(x: Any, unit: str) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    for f, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= f:
+            return f"{x / f:.3g} {p}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.0%}"
+
+
+def render_summary(s: dict[str, Any]) -> str:
+    lines = [f"run {s['run_id']} -> {s['path']}", ""]
+    lines.append(f"  {'case':58s} {'median':>10s} {'cv':>5s} {'FLOP/s':>12s} {'bytes/s':>12s} {'MFU':>5s} {'MBU':>5s}")
+    for c in s["cases"]:
+        mark = "!" if not c["valid"] else ("~" if c["unstable"] else " ")
+        lines.append(
+            f"{mark} {c['case_id'][:58]:58s} {_si(c['median_s'], 's'):>10s} {c['cv']:5.1%} {_si(c['flops_per_s'], 'FLOP/s'):>12s} "
+            f"{_si(c['bytes_per_s'], 'B/s'):>12s} {_pct(c['mfu']):>5s} {_pct(c['mbu']):>5s}"
+        )
+    if s["skips"]:
+        lines += ["", "skipped:"] + [f"  {k['suite']}:{k['case']}: {k['reason']}" for k in s["skips"]]
+    flagged = [c for c in s["cases"] if c["flags"]]
+    if flagged:
+        lines += ["", "flags (! invalid, ~ unstable):"]
+        for c in flagged:
+            for f in c["flags"]:
+                lines.append(f"  {c['case_id']}: {f}")
+    if s["notes"]:
+        lines += ["", "notes:"] + [f"  {n}" for n in s["notes"]]
+    return "\n".join(lines)
+
+
+def main_list(args: argparse.Namespace) -> int:
+    from harness.specs.host import detect_host
+    from microbench.backends import detect_backends
+    from microbench.suite import SUITES, suite_module
+
+    host = detect_host()
+    det = detect_backends(host)
+    data = {
+        "suites": {n: suite_module(n).DESCRIPTION for n in SUITES},
+        "backends": [b.label for b in det.backends],
+        "missing_backends": {b: r for b, r in det.missing},
+        "host": host.to_dict(),
+    }
+    if args.json:
+        print_json(data)
+        return 0
+    print("suites:")
+    for n, d in data["suites"].items():
+        print(f"  {n:10s} {d}")
+    print(f"backends here: {', '.join(data['backends']) or 'none'}")
+    for b, r in data["missing_backends"].items():
+        print(f"  missing {b}: {r}")
+    print(f"host: {host.cpu_model}, {host.usable_cores} usable cores; {host.source}")
+    return 0
+
+
+def main_import(args: argparse.Namespace) -> int:
+    from harness.importers import import_to_run
+
+    summary = import_to_run(args.format, args.file, args.out, command_line=["harness", *sys.argv[1:]])
+    if args.json:
+        print_json(summary)
+    else:
+        print(f"imported {summary['cases']} case(s) from {args.file} ({args.format}) -> {summary['path']}")
+    return 0
+

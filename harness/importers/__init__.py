@@ -1,0 +1,90 @@
+"""Importers: other tools' JSON (nvbandwidth -j, nccl-tests -J, pytest-benchmark) into the micro_* tables.
+
+Each importer module has `parse(path) -> Imported`; `import_to_run` stores the result as a run of
+kind "import" with the same tables a `harness micro run` writes, so reports and calibration read
+both alike. Add one line to IMPORTERS per tool.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+
+IMPORTERS: dict[str, str] = {
+    "nvbandwidth": "harness.importers.nvbandwidth",
+    "nccl-tests": "harness.importers.nccl_tests",
+    "pytest-benchmark": "harness.importers.pytest_benchmark",
+}
+
+
+@dataclass
+class Imported:
+    tool: str
+    cases: list = field(default_factory=list)  # microbench.case.CaseResult
+    skips: list = field(default_factory=list)  # microbench.case.Skip
+    facts: dict[str, Any] = field(default_factory=dict)  # versions, devices, command line of the tool's run
+
+
+def load_json(path: str | Path, tool: str) -> Any:
+    p = Path(path)
+    if not p.is_file():
+        raise HarnessError(f"{tool} import: file {str(p)!r} does not exist; give the JSON file the tool wrote.")
+    try:
+        return json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise HarnessError(f"{tool} import: {p} is not valid JSON ({exc}); give the file written by the tool's JSON option.") from None
+
+
+def require(d: Any, key: str, where: str, tool: str) -> Any:
+    if not isinstance(d, dict) or key not in d:
+        raise HarnessError(f"{tool} import: {where} has no field {key!r}; this is not {tool} JSON output (or an unsupported version).")
+    return d[key]
+
+
+def parse(fmt: str, path: str | Path) -> Imported:
+    if fmt not in IMPORTERS:
+        raise HarnessError(f"import format {fmt!r} is unknown; known: {', '.join(IMPORTERS)}.")
+    return importlib.import_module(IMPORTERS[fmt]).parse(path)
+
+
+def import_to_run(fmt: str, path: str | Path, out: str | Path = "results", command_line: list[str] | None = None) -> dict[str, Any]:
+    """Parse `path` and write it as results/<machine>/<run_id>/ (kind "import"); returns a summary."""
+    from harness.records import new_manifest
+    from harness.store import RunWriter
+
+    imp = parse(fmt, path)
+    manifest = new_manifest(
+        "import", gpu_name=imp.facts.get("gpu_name"), gpu_driver=imp.facts.get("driver"), cuda_version=imp.facts.get("cuda_version"),
+        command_line=command_line, extra={"tool": imp.tool, "source_file": str(path), "tool_facts": imp.facts},
+        notes=[f"imported from {imp.tool} output {path}; host fields describe the importing machine, tool_facts the measuring one"],
+    )
+    with RunWriter(manifest, out) as w:
+        if imp.cases:
+            w.append("micro_cases", [c.to_row() for c in imp.cases])
+            w.append("micro_samples", [r for c in imp.cases for r in c.sample_rows()])
+        if imp.skips:
+            w.append("micro_skips", [s.to_row() for s in imp.skips])
+    return {"path": str(w.path), "run_id": manifest.run_id, "tool": imp.tool, "cases": len(imp.cases), "skips": len(imp.skips)}
+
+
+def external_measurement(tool: str, median_s: float, *, samples: list[float] | None = None, n: int = 1,
+                         mean_s: float | None = None, min_s: float | None = None, max_s: float | None = None,
+                         stddev_s: float | None = None, inner_reps: int = 1, p10_s: float | None = None, p90_s: float | None = None):
+    """A Measurement for numbers another tool timed: its raw samples when it kept them, else its summary."""
+    from microbench.timing import FULL, Measurement, SampleStats, measurement_from_samples
+
+    if samples:
+        return measurement_from_samples(list(samples), inner_reps, f"external:{tool}", FULL)
+    nan = float("nan")
+    mean = mean_s if mean_s is not None else median_s
+    cv = (stddev_s / mean) if (stddev_s is not None and mean) else nan
+    stats = SampleStats(n, median_s, nan if p10_s is None else p10_s, nan if p90_s is None else p90_s, mean,
+                        min_s if min_s is not None else nan, max_s if max_s is not None else nan, cv)
+    unstable = cv == cv and cv > FULL.cv_threshold
+    remedy = f"{tool} reported a standard deviation of {cv:.0%} of the mean; rerun the tool with more iterations" if unstable else None
+    return Measurement((), inner_reps, f"external:{tool}", stats, unstable, remedy, (f"summary statistics from {tool}; no raw samples kept",))

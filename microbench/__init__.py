@@ -1,0 +1,1 @@
+"""Microbenchmarks: one module per measured thing, one timing core (microbench.timing) they all share."""

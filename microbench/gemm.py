@@ -1,0 +1,118 @@
+"""gemm suite: prefill-shaped matmuls of a model's projections (Qwen3-8B at 512…8192 tokens).
+
+Each case is C[M,N] = A[M,K] · W[K,N] with M = tokens. Counted work (Chapter 9, §9.2.3: 2 FLOPs
+per multiply-add): useful_flops = 2·M·N·K; useful_bytes = (M·K + K·N + M·N)·bytes_per_element
+(each input read once, the output written once: the fewest bytes the product must move).
+GPU: bf16 and fp16, fp8 where the GPU has it (torch._scaled_mm), plus the 8192³ bf16 square
+case the device check compares with triton.testing.do_bench. CPU: fp32 and bf16 with torch,
+fp32 with numpy; --quick runs one small projection.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from harness.specs.models import ModelSpec, get_model
+from harness.units import dtype_bytes
+from microbench.backends import Backend
+from microbench.case import Skip, Work
+from microbench.suite import Item, Planned, SuiteContext
+from microbench.timing import cache_state, rotation_sets
+
+NAME = "gemm"
+DESCRIPTION = "prefill-shaped matmuls of Qwen3-8B projections (512…8192 tokens), bf16/fp16/fp8 on GPU, fp32/bf16 on CPU"
+
+
+def projections(m: ModelSpec) -> dict[str, tuple[int, int]]:
+    """(K, N) of each linear layer of a GQA block: qkv, o, gate_up (fused), down."""
+    q = m.n_heads * m.head_dim
+    kv = m.n_kv_heads * m.head_dim
+    return {
+        "qkv": (m.hidden_size, q + 2 * kv),
+        "o": (q, m.hidden_size),
+        "gate_up": (m.hidden_size, 2 * m.intermediate_size),
+        "down": (m.intermediate_size, m.hidden_size),
+    }
+
+
+def gemm_work(m_rows: int, n: int, k: int, elem_bytes: float) -> Work:
+    """2·M·N·K FLOPs; (MK + KN + MN)·b bytes."""
+    return Work(useful_flops=2.0 * m_rows * n * k, useful_bytes=(m_rows * k + k * n + m_rows * n) * elem_bytes)
+
+
+def matmul_thunk(b: Backend, m_rows: int, n: int, k: int, dtype: str, sets: int, seed: int) -> Any:
+    """A no-argument callable doing one M×K·K×N product, rotating through `sets` input sets."""
+    if dtype == "fp8":
+        return _fp8_thunk(b, m_rows, n, k, sets, seed)
+    a_sets = [b.randn((m_rows, k), dtype, seed + 2 * i) for i in range(sets)]
+    w_sets = [b.randn((k, n), dtype, seed + 2 * i + 1) for i in range(sets)]
+    if b.name == "torch":
+        out = b.module.empty((m_rows, n), dtype=b.dtype_of(dtype), device=b.device)
+        mm = b.module.matmul
+    else:
+        out = b.module.empty((m_rows, n), dtype=b.dtype_of(dtype))
+        mm = b.module.matmul
+    state = {"i": 0}
+
+    def run() -> None:
+        i = state["i"]
+        state["i"] = (i + 1) % sets
+        mm(a_sets[i], w_sets[i], out=out)
+
+    return run
+
+
+def _fp8_thunk(b: Backend, m_rows: int, n: int, k: int, sets: int, seed: int) -> Any:
+    t = b.module
+    a_sets = [b.randn((m_rows, k), "fp32", seed + 2 * i).to(t.float8_e4m3fn) for i in range(sets)]
+    # _scaled_mm wants the second operand column-major
+    w_sets = [b.randn((n, k), "fp32", seed + 2 * i + 1).to(t.float8_e4m3fn).t() for i in range(sets)]
+    one = t.ones((), device=b.device, dtype=t.float32)
+    state = {"i": 0}
+
+    def run() -> None:
+        i = state["i"]
+        state["i"] = (i + 1) % sets
+        t._scaled_mm(a_sets[i], w_sets[i], scale_a=one, scale_b=one, out_dtype=t.bfloat16)
+
+    run()
+    return run
+
+
+def time_gemm(ctx: SuiteContext, b: Backend, case: str, m_rows: int, n: int, k: int, dtype: str, params: dict):
+    eb = dtype_bytes(dtype)
+    work = gemm_work(m_rows, n, k, eb)
+    ws = work.useful_bytes
+    cap = (256 if ctx.quick else 2048) * 2**20 if not b.is_cuda else 16 * 2**30
+    sets = rotation_sets(ws, b.cache_bytes, max_sets=2 if (ctx.quick and not b.is_cuda) else 8, memory_cap_bytes=cap)
+    fn = matmul_thunk(b, m_rows, n, k, dtype, sets, ctx.seed)
+    m = b.time(fn, ctx.policy)
+    return ctx.result(NAME, case, b, dtype, {**params, "m": m_rows, "n": n, "k": k, "input_sets": sets}, work, m,
+                      cache_state=cache_state(ws, sets, b.cache_bytes, b.cache_name))
+
+
+def cases(ctx: SuiteContext) -> Iterator[Item]:
+    model = get_model(ctx.options.get("model", "qwen3-8b"))
+    proj = projections(model)
+    for b in ctx.backends:
+        if b.is_cuda:
+            dtypes = ["bf16", "fp16", "fp8"]
+            tokens = [512, 8192] if ctx.quick else [512, 1024, 2048, 4096, 8192]
+            shapes = ["qkv", "gate_up"] if ctx.quick else list(proj)
+        else:
+            dtypes = ["fp32", "bf16"]  # numpy records bf16 as a skip, with the reason
+            tokens = [64] if ctx.quick else [32, 128, 512]
+            shapes = ["o"] if ctx.quick else list(proj)
+        for dtype in dtypes:
+            why = b.supports(dtype)
+            if why:
+                yield Skip(NAME, f"{b.label}-{dtype}", why)
+                continue
+            for shape in shapes:
+                k, n = proj[shape]
+                for t in tokens:
+                    case = f"{model.name}-{shape}-t{t}"
+                    yield Planned(NAME, case, lambda b=b, case=case, t=t, n=n, k=k, dtype=dtype, shape=shape:
+                                  time_gemm(ctx, b, case, t, n, k, dtype, {"model": model.name, "projection": shape, "tokens": t}))
+        if b.is_cuda:
+            yield Planned(NAME, "square-8192", lambda b=b: time_gemm(ctx, b, "square-8192", 8192, 8192, 8192, "bf16", {"square": True}))

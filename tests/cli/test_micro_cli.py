@@ -1,0 +1,46 @@
+"""`harness micro`: list, a quick run with --json, and errors that say what to fix (exit 1, no traceback)."""
+
+import json
+
+import pytest
+
+from harness.cli import main
+
+
+def test_list_json(capsys):
+    assert main(["micro", "list", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data["suites"]) == {"gemm", "decode", "stage", "transfer", "comm", "moe", "storage"}
+    assert "torch-cpu" in data["backends"]
+
+
+def test_run_storage_quick_json(tmp_path, capsys):
+    assert main(["micro", "run", "--suite", "storage", "--quick", "--out", str(tmp_path), "--storage-path", str(tmp_path), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert [c["case"].split("-")[1] for c in s["cases"]] == ["write", "read"]
+    assert all(c["bytes_per_s"] > 0 for c in s["cases"])
+
+
+def test_unknown_suite(tmp_path, capsys):
+    assert main(["micro", "run", "--suite", "gemm,nope", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: --suite: no suite 'nope'") and "gemm" in err
+
+
+def test_bad_storage_path(tmp_path, capsys):
+    assert main(["micro", "run", "--suite", "storage", "--quick", "--out", str(tmp_path), "--storage-path", str(tmp_path / "nope")]) == 1
+    assert "--storage-path" in capsys.readouterr().err
+
+
+def test_bad_budget_is_usage_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["micro", "run", "--suite", "gemm", "--budget-s", "-1"])
+    assert e.value.code == 2 and "--budget-s must be a positive number" in capsys.readouterr().err
+
+
+def test_import_cli(tmp_path, capsys):
+    from pathlib import Path
+
+    f = Path(__file__).parents[1] / "data" / "importers" / "nvbandwidth.json"
+    assert main(["micro", "import", "nvbandwidth", str(f), "--out", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cases"] == 4
