@@ -1,0 +1,287 @@
+"""bench-pd report: measured throughput, latency distributions, goodput and queue depth beside the model's predictions.
+
+Reads one load run (results/<machine>/<run_id>/: manifest, summary.json, plan.json, the requests,
+server_metrics and target_emits tables) and writes report.html (self-contained: matplotlib PNGs
+embedded as base64) and summary.md. It never measures. The model side comes from the plan stored
+with the run: PD capacity μ_PD and its allocation (§9.2.3, example 9.2), colocated and chunked
+capacities, the TTFT floor d_P + T_KV, the decode step time, and the startup drain of §9.6.1.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import HarnessError
+from harness.model import queueing
+
+
+def _ms(x: float | None) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x * 1e3:.1f} ms"
+
+
+def _num(x: float | None, fmt: str = ".3g") -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+
+def _png(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _model_facts(plan: dict[str, Any] | None, engine: dict[str, Any]) -> dict[str, Any]:
+    """Predictions the report compares against, all from the stored plan."""
+    if not plan:
+        return {}
+    out: dict[str, Any] = {"arrival_rate_per_s": plan["workload"]["arrival_rate_per_s"],
+                           "output_tokens": plan["workload"]["output_tokens"],
+                           "colocated_requests_per_s": plan["colocated"]["requests_per_s"],
+                           "chunked_requests_per_s": plan["chunked_colocated"]["requests_per_s"]}
+    pd = plan.get("pd")
+    if pd:
+        best = pd["best"]
+        out["pd_requests_per_s"] = best["requests_per_s"]
+        out["pd_bound"] = best["bound"]
+        out["pd_prefill"] = best["prefill"]
+        out["pd_decode"] = best["decode"]
+        p_gpus = [g for g, n in best["prefill"].items() if n]
+        d_gpus = [g for g, n in best["decode"].items() if n]
+        sr = plan["stage_rates"]
+        t_kv = plan["kv"]["transfer_s"] or 0.0
+        out["ttft_floor_s"] = min(sr[g]["prefill_s_per_request"] for g in p_gpus) + t_kv
+        out["decode_step_s"] = min(sr[g]["decode_step_s"] for g in d_gpus)
+        out["kv_transfer_s"] = t_kv
+    out["drain"] = plan.get("drain", {})
+    out["startup"] = plan.get("startup", {})
+    return out
+
+
+def _queue_clear_s(metrics: Any, startup_s: float, role: str = "all", threshold: float = 2.0) -> float | None:
+    """First scrape after readiness at which the queue held at most `threshold` requests."""
+    if metrics is None or len(metrics) == 0:
+        return None
+    q = metrics[(metrics["metric"] == "queue_depth") & (metrics["role"] == role)].sort_values("t_s")
+    after = q[q["t_s"] >= startup_s]
+    hit = after[after["value"] <= threshold]
+    return float(hit["t_s"].iloc[0]) if len(hit) else None
+
+
+def _timing_error(req: Any, emits: Any) -> dict[str, Any] | None:
+    """Client first-token arrival − target's emit time of token 0, matched by response id (same host clock)."""
+    if emits is None or len(emits) == 0 or "response_id" not in req:
+        return None
+    first = emits[emits["token_index"] == 0].set_index("response_id")["emit_ns"]
+    ok = req[(req["error_class"] == "ok") & req["response_id"].notna()]
+    joined = ok.join(first, on="response_id", how="inner")
+    if len(joined) == 0:
+        return None
+    err = (joined["first_token_ns"].astype(float) - joined["emit_ns"].astype(float)) / 1e9
+    return {"count": int(len(err)), "p50_s": float(np.percentile(err, 50)), "p99_s": float(np.percentile(err, 99)),
+            "max_s": float(err.max()), "min_s": float(err.min())}
+
+
+def render(run: Any, out_dir: str | Path) -> list[Path]:
+    """Write report.html and summary.md for a bench-pd run; returns the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from harness.store import Run
+
+    if isinstance(run, (list, tuple)):
+        if len(run) != 1:
+            raise HarnessError("the bench-pd report takes exactly one run.")
+        run = run[0]
+    if not isinstance(run, Run):
+        run = Run(run)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    m = run.manifest
+    tables = run.tables()
+    if "requests" not in tables:
+        raise HarnessError(f"run {run.path} has no requests table; it is not a load run (or it measured nothing).")
+    req = run.table("requests")
+    metrics = run.table("server_metrics") if "server_metrics" in tables else None
+    emits = run.table("target_emits") if "target_emits" in tables else None
+    try:
+        summary = run.json("summary.json")["load"]
+    except FileNotFoundError:
+        raise HarnessError(f"run {run.path} has no summary.json; the load run did not finish (status {m.status}).") from None
+    try:
+        plan = run.json("plan.json")
+    except FileNotFoundError:
+        plan = None
+    engine = m.engine or {}
+    simulated = bool(engine.get("simulated"))
+    facts = _model_facts(plan, engine)
+    startup_s = float(engine.get("startup_s", facts.get("startup", {}).get("startup_s", 0.0)) or 0.0) if simulated else \
+        float(facts.get("startup", {}).get("startup_s", 0.0) or 0.0)
+    ok = req[req["error_class"] == "ok"]
+    span = float(run.json("summary.json").get("span_s", 0.0))
+    figs: dict[str, str] = {}
+
+    # latency distributions
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    for ax, col, label, ref, ref_label in (
+        (axes[0], "ttft_s", "TTFT (s)", facts.get("ttft_floor_s"), "model floor d_P + T_KV"),
+        (axes[1], "tpot_s", "TPOT (s)", facts.get("decode_step_s"), "model step at batch 32"),
+    ):
+        x = np.sort(ok[col].dropna().to_numpy(dtype=float))
+        if x.size:
+            ax.plot(x, np.arange(1, x.size + 1) / x.size)
+        if ref:
+            ax.axvline(ref, color="C3", ls="--", label=ref_label)
+            ax.legend(fontsize=8)
+        ax.set_xlabel(label)
+        ax.set_ylabel("fraction of requests")
+        ax.grid(alpha=0.3)
+    itl = np.concatenate([np.diff(np.asarray(c, dtype=float)) / 1e9 for c in ok["chunk_ns"] if len(c) > 1] or [np.zeros(0)])
+    if itl.size:
+        axes[2].hist(itl * 1e3, bins=80, log=True)
+    if facts.get("decode_step_s"):
+        axes[2].axvline(facts["decode_step_s"] * 1e3, color="C3", ls="--")
+    axes[2].set_xlabel("ITL (ms)")
+    axes[2].set_ylabel("chunks")
+    fig.suptitle(("SIMULATED target — " if simulated else "") + "latency distributions (successful requests)")
+    figs["latency"] = _png(fig)
+
+    # throughput over time
+    fig, ax = plt.subplots(figsize=(13, 3.4))
+    chunks = np.concatenate([np.asarray(c, dtype=float) for c in req["chunk_ns"]] or [np.zeros(0)]) / 1e9
+    if chunks.size:
+        edges = np.arange(0.0, max(chunks.max(), 1.0) + 1.0, 1.0)
+        cnt, _ = np.histogram(chunks, bins=edges)
+        ax.step(edges[:-1], cnt, where="post", label="measured output tokens/s (1 s bins)")
+    if facts.get("pd_requests_per_s"):
+        ax.axhline(facts["pd_requests_per_s"] * facts["output_tokens"], color="C3", ls="--", label="model μ_PD × output tokens")
+        ax.axhline(facts["arrival_rate_per_s"] * facts["output_tokens"], color="C2", ls=":", label="arrival rate × output tokens")
+    ax.set_xlabel("time since t0 (s)")
+    ax.set_ylabel("tokens/s")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    figs["throughput"] = _png(fig)
+
+    # queue depth over time, with the fluid model of §9.6.1
+    fig, ax = plt.subplots(figsize=(13, 3.4))
+    if metrics is not None and len(metrics):
+        for role in ("all", "prefill", "decode"):
+            q = metrics[(metrics["metric"] == "queue_depth") & (metrics["role"] == role)].sort_values("t_s")
+            if len(q):
+                ax.plot(q["t_s"], q["value"], label=f"measured waiting ({role})", lw=1.5 if role == "all" else 0.8)
+        r = metrics[(metrics["metric"] == "running") & (metrics["role"] == "all")].sort_values("t_s")
+        if len(r):
+            ax2 = ax.twinx()
+            ax2.plot(r["t_s"], r["value"], color="0.6", lw=0.8, label="measured running (right axis)")
+            ax2.set_ylabel("requests running")
+            ax2.legend(fontsize=8, loc="lower right")
+    lam = facts.get("arrival_rate_per_s")
+    if lam:
+        t = np.linspace(0, max(span, 1.0) * 1.1, 400)
+        for name, mu_key in (("pd", "pd_requests_per_s"), ("chunked", "chunked_requests_per_s"), ("replicas", "colocated_requests_per_s")):
+            mu = facts.get(mu_key)
+            if mu:
+                ax.plot(t, queueing.queue_length(lam, startup_s, mu, t), ls="--", lw=1, label=f"fluid model, {name} μ={mu:.2f}/s")
+    ax.set_xlabel("time since t0 (s)")
+    ax.set_ylabel("requests waiting")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    figs["queue"] = _png(fig)
+
+    # latency from the intended send over the run (shows the startup backlog)
+    fig, ax = plt.subplots(figsize=(13, 3.4))
+    ax.scatter(ok["intended_ns"].astype(float) / 1e9, ok["ttft_from_intended_s"], s=6, label="TTFT from intended send")
+    bad = req[req["error_class"] != "ok"]
+    if len(bad):
+        ax.scatter(bad["intended_ns"].astype(float) / 1e9, np.zeros(len(bad)), s=12, marker="x", color="C3", label="errors")
+    ax.set_xlabel("intended send (s since t0)")
+    ax.set_ylabel("s")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    figs["ttft_time"] = _png(fig)
+
+    clear_s = _queue_clear_s(metrics, startup_s)
+    terr = _timing_error(req, emits) if simulated else None
+    drain_pd = facts.get("drain", {}).get("pd", {})
+    rows: list[tuple[str, str, str]] = [
+        ("request throughput", f"{summary['request_throughput_per_s']:.3f} req/s",
+         f"μ_PD {_num(facts.get('pd_requests_per_s'))} req/s ({facts.get('pd_bound', '—')}-bound); arrival {_num(facts.get('arrival_rate_per_s'))} req/s; "
+         f"colocated {_num(facts.get('colocated_requests_per_s'))}, chunked {_num(facts.get('chunked_requests_per_s'))}"),
+        ("output tokens/s", f"{summary['output_tokens_per_s']:.0f}",
+         f"{_num((facts.get('pd_requests_per_s') or math.nan) * (facts.get('output_tokens') or math.nan), '.0f')} at μ_PD"),
+        ("TTFT p50 / p99", f"{_ms(summary['ttft_s']['p50'])} / {_ms(summary['ttft_s']['p99'])}",
+         f"floor d_P + T_KV = {_ms(facts.get('ttft_floor_s'))} (T_KV {_ms(facts.get('kv_transfer_s'))})"),
+        ("TTFT from intended p50 / p99", f"{_ms(summary['ttft_from_intended_s']['p50'])} / {_ms(summary['ttft_from_intended_s']['p99'])}", ""),
+        ("TPOT p50 / p99", f"{_ms(summary['tpot_s']['p50'])} / {_ms(summary['tpot_s']['p99'])}",
+         f"decode step at batch 32: {_ms(facts.get('decode_step_s'))} (smaller batches step faster)"),
+        ("ITL p50 / p99", f"{_ms(summary['itl_s']['p50'])} / {_ms(summary['itl_s']['p99'])}", ""),
+        ("E2E p50 / p99", f"{_ms(summary['e2e_s']['p50'])} / {_ms(summary['e2e_s']['p99'])}", ""),
+        ("goodput", f"{_num(summary['goodput_per_s'])} req/s ({_num((summary['goodput_fraction'] or math.nan) * 100, '.0f')}% of measured)",
+         "SLO " + ", ".join(f"{k} ≤ {_ms(v)}" for k, v in summary["slo"].items() if v is not None)),
+        ("waiting queue emptied after startup at", f"{_num(clear_s, '.1f')} s" if clear_s is not None else "not within the run",
+         (f"§9.6.1 fluid model clears the backlog at {_num(drain_pd.get('clear_at_s'), '.1f')} s (PD, μ fixed at μ_PD); "
+          f"backlog {_num(facts.get('startup', {}).get('backlog_requests'), '.0f')} requests"
+          + (" — the run's schedule ended before that, so arrivals stopped early" if (drain_pd.get('clear_at_s') or 0) > span else ""))
+         if drain_pd else ""),
+        ("PD allocation", ", ".join(f"{n}×{g}" for g, n in (engine.get("prefill_gpus") and _count(engine["prefill_gpus"]) or {}).items()) + " → P; "
+         + ", ".join(f"{n}×{g}" for g, n in (engine.get("decode_gpus") and _count(engine["decode_gpus"]) or {}).items()) + " → D"
+         if simulated and engine.get("mode") == "pd" else ("colocated" if simulated else "external deployment"),
+         "model best: P " + ", ".join(f"{n}×{g}" for g, n in (facts.get("pd_prefill") or {}).items() if n)
+         + "; D " + ", ".join(f"{n}×{g}" for g, n in (facts.get("pd_decode") or {}).items() if n) if facts.get("pd_prefill") else ""),
+        ("schedule lag p50 / p99 / max", f"{_ms(summary['schedule_lag_s']['p50'])} / {_ms(summary['schedule_lag_s']['p99'])} / {_ms(summary['schedule_lag_s']['max'])}",
+         f"achieved {summary['achieved_send_rate_per_s']:.3f} vs intended {summary['intended_rate_per_s']:.3f} req/s"),
+        ("errors", ", ".join(f"{k}: {v}" for k, v in summary["errors_by_class"].items() if k != "ok") or "none", ""),
+        ("token counts (usage vs chunks)", f"{summary['token_count_mismatches']} mismatches, {summary['usage_missing']} without usage", ""),
+    ]
+    if terr:
+        rows.append(("client TTFT timing error vs target emit log", f"p50 {_ms(terr['p50_s'])}, p99 {_ms(terr['p99_s'])}, max {_ms(terr['max_s'])}",
+                     f"{terr['count']} requests matched by response id"))
+    validity = "VALID" if summary["valid"] else "INVALID: " + "; ".join(summary["invalid_reasons"])
+    banner = ("SIMULATED: the target is the harness's embedded emulator (harness.target); its timings come from the "
+              "Chapter 9 model, not from a GPU.") if simulated else f"Target: {m.extra.get('target_url', 'external')}"
+    title = f"bench-pd — {m.extra.get('scenario', '')} — {m.run_id}"
+
+    md = [f"# {title}", "", f"**{banner}**", "", f"Run: `{run.path}` · status {m.status} · {validity}", "",
+          f"Window {summary['window_start_s']:.1f}–{summary['window_end_s']:.1f} s · {summary['requests_total']} requests "
+          f"({summary['requests_ok']} ok of {summary['requests_measured']} measured)", "",
+          "| quantity | measured | model (Chapter 9) |", "|---|---|---|"]
+    md += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    md += ["", "The fluid model of §9.6.1 holds the service rate at μ_PD; the emulated D pool batches continuously, so "
+           "backlogged requests are admitted into free batch slots and steps lengthen as the batch grows: the waiting queue "
+           "and the model's backlog are different quantities, shown side by side.", "", "Figures: report.html (latency CDFs, ITL histogram, tokens/s over time, queue depth vs the §9.6.1 fluid model, "
+           "TTFT by send time)."]
+    md_path = out / "summary.md"
+    md_path.write_text("\n".join(md) + "\n")
+
+    h = ["<!doctype html><html><head><meta charset='utf-8'><title>", html.escape(title), "</title>",
+         "<style>body{font-family:sans-serif;max-width:1300px;margin:auto}td,th{border:1px solid #ccc;padding:4px 8px}"
+         "table{border-collapse:collapse}.sim{background:#fff3cd;padding:8px;border:1px solid #e0c060}</style></head><body>",
+         f"<h1>{html.escape(title)}</h1>", f"<p class='sim'><b>{html.escape(banner)}</b></p>",
+         f"<p>Run <code>{html.escape(str(run.path))}</code> · status {html.escape(m.status)} · <b>{html.escape(validity)}</b></p>",
+         "<table><tr><th>quantity</th><th>measured</th><th>model (Chapter 9)</th></tr>"]
+    h += [f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape(c)}</td></tr>" for a, b, c in rows]
+    h.append("</table>")
+    for key, cap in (("latency", "Latency distributions"), ("throughput", "Output tokens per second"),
+                     ("queue", "Queue depth (scraped /metrics) and the §9.6.1 fluid model"), ("ttft_time", "TTFT by intended send time")):
+        h.append(f"<h2>{cap}</h2><img src='data:image/png;base64,{figs[key]}'/>")
+    h.append("</body></html>")
+    html_path = out / "report.html"
+    html_path.write_text("".join(h))
+    return [html_path, md_path]
+
+
+def _count(gpus: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for g in gpus:
+        out[g] = out.get(g, 0) + 1
+    return out

@@ -1,0 +1,57 @@
+"""`harness bench-pd`: bad input refused with `error: ...` and exit 1; a short run against the embedded
+(simulated) target writes a run to results/ and a labelled report to reports/."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--target", "ftp://example.com"], "not an http(s) URL"),
+    (["--target", "example.com:8000"], "not an http(s) URL"),
+    (["--duration-s", "0"], "--duration-s"),
+    (["--rate", "-1"], "--rate"),
+    (["--scenario", "workloads/scenarios/nope.toml"], "does not exist"),
+    (["--prefill-metrics-url", "gopher://x"], "prefill-metrics-url"),
+])
+def test_bad_input_is_refused(capsys, tmp_path, argv, msg):
+    rc = main(["bench-pd", *argv, "--out", str(tmp_path / "r"), "--report-dir", str(tmp_path / "p"), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err.startswith("error: ") and msg in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_short_run_against_the_embedded_target(capsys, tmp_path, request):
+    scen = request.config.rootpath / "workloads/scenarios/ch9-hetero-pd.toml"
+    rc = main(["bench-pd", "--scenario", str(scen), "--duration-s", "3", "--rate", "4", "--time-scale", "0.1", "--startup-s", "0.5",
+               "--out", str(tmp_path / "results"), "--report-dir", str(tmp_path / "reports"), "--json"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    res = json.loads(out)
+    assert res["target"] == "simulated (embedded)"
+    run_dir = Path(res["run_dir"])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["engine"]["simulated"] is True
+    assert manifest["engine"]["prefill_gpus"] == ["a100-80gb-sxm"] * 4
+    assert (run_dir / "plan.json").is_file() and (run_dir / "requests").is_dir() and (run_dir / "server_metrics").is_dir()
+    s = res["summary"]
+    assert s["requests_total"] >= 8 and s["errors_by_class"] == {"ok": s["requests_total"]}
+    # time-scale 0.1: TTFT ≥ 0.1 × (0.856 s prefill + 48.3 ms transfer), chapter 9 §9.2.3
+    assert s["ttft_s"]["p50"] >= 0.1 * 0.9046 * 0.99
+    html, md = (Path(p) for p in res["report_paths"])
+    text = html.read_text()
+    assert "SIMULATED" in text and text.count("data:image/png;base64,") == 4
+    assert "| request throughput |" in md.read_text() and "SIMULATED" in md.read_text()
+
+
+def test_empty_make_variables_mean_not_given():
+    from harness.cli import build_parser
+
+    args = build_parser().parse_args(["bench-pd", "--target", "", "--prefill-metrics-url", "", "--rate", "", "--duration-s", ""])
+    assert args.target == "" and args.rate is None and args.duration_s is None

@@ -1,0 +1,1 @@
+"""Benchmarks of the load generator itself (docs/loadgen-speed.md records their results)."""

@@ -1,0 +1,134 @@
+"""The configuration of one load run, validated at the boundary (every bad value names its field and the fix)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from harness.errors import HarnessError
+
+
+def check_http_url(value: Any, field_name: str) -> str:
+    """Accept only http(s)://host[:port][/path]; anything else is refused with the reason."""
+    if not isinstance(value, str) or not value:
+        raise HarnessError(f"{field_name} must be an http(s) URL such as http://127.0.0.1:8000, got {value!r}.")
+    u = urlsplit(value)
+    if u.scheme not in ("http", "https"):
+        raise HarnessError(f"{field_name} {value!r} is not an http(s) URL (scheme {u.scheme or 'missing'!r}); "
+                           "give e.g. http://127.0.0.1:8000 for an OpenAI-compatible server.")
+    if not u.hostname:
+        raise HarnessError(f"{field_name} {value!r} has no host; give e.g. http://127.0.0.1:8000.")
+    if u.username or u.password:
+        raise HarnessError(f"{field_name} {value!r} carries credentials; pass the API key with --api-key-env instead, never in a URL.")
+    try:
+        u.port
+    except ValueError:
+        raise HarnessError(f"{field_name} {value!r} has an invalid port; give a number from 1 to 65535.") from None
+    return value.rstrip("/")
+
+
+def _num(name: str, v: Any, low: float, strict: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (v <= low if strict else v < low):
+        raise HarnessError(f"load config {name} must be a number {'>' if strict else '>='} {low:g}, got {v!r}.")
+    return float(v)
+
+
+@dataclass(frozen=True)
+class SummaryOptions:
+    warmup_s: float = 0.0
+    cooldown_s: float = 0.0
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+    slo_e2e_s: float | None = None
+    max_lag_p99_s: float = 0.05  # a run whose p99 send lag exceeds this is invalid
+    max_send_shortfall: float = 0.05  # ... or that sent < 95% of the requests its window intended
+
+    def __post_init__(self) -> None:
+        for f in ("warmup_s", "cooldown_s"):
+            _num(f, getattr(self, f), 0.0)
+        for f in ("slo_ttft_s", "slo_tpot_s", "slo_e2e_s"):
+            if getattr(self, f) is not None:
+                _num(f, getattr(self, f), 0.0, strict=True)
+        _num("max_lag_p99_s", self.max_lag_p99_s, 0.0, strict=True)
+        _num("max_send_shortfall", self.max_send_shortfall, 0.0)
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    target_url: str
+    artifact_path: str
+    run_id: str
+    results_dir: str = "results"
+    model: str = "default"
+    api_key_env: str | None = None
+    workers: int = 0  # 0: one local process; N: a Locust master and N worker processes
+    max_concurrency: int = 256
+    request_timeout_s: float = 120.0
+    t0_lead_s: float = 1.0
+    drain_timeout_s: float = 180.0
+    scrape: list[dict[str, str]] = field(default_factory=list)  # [{"role": "prefill", "url": ...}, ...]
+    scrape_interval_s: float = 1.0
+    fetch_emit_log: bool = False
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    plan_path: str | None = None
+    summary: SummaryOptions = field(default_factory=SummaryOptions)
+    manifest_extra: dict[str, Any] = field(default_factory=dict)
+    engine: dict[str, Any] = field(default_factory=dict)
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        check_http_url(self.target_url, "target_url")
+        for s in self.scrape:
+            if not isinstance(s, dict) or set(s) != {"role", "url"}:
+                raise HarnessError(f"load config scrape entries must be {{role, url}}, got {s!r}.")
+            check_http_url(s["url"], f"{s['role']} metrics URL")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or not 0 <= self.workers <= 64:
+            raise HarnessError(f"load config workers must be an integer in [0, 64], got {self.workers!r}.")
+        if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
+            raise HarnessError(f"load config max_concurrency must be an integer >= 1, got {self.max_concurrency!r}.")
+        _num("request_timeout_s", self.request_timeout_s, 0.0, strict=True)
+        _num("t0_lead_s", self.t0_lead_s, 0.0)
+        _num("drain_timeout_s", self.drain_timeout_s, 0.0)
+        _num("scrape_interval_s", self.scrape_interval_s, 0.0, strict=True)
+        if self.api_key_env is not None and not self.api_key_env.replace("_", "").isalnum():
+            raise HarnessError(f"api_key_env must be the NAME of an environment variable (e.g. OPENAI_API_KEY), got {self.api_key_env!r}.")
+
+    def api_key(self) -> str | None:
+        """The key itself, read from the environment at use; it is never stored in a config, result or report."""
+        if not self.api_key_env:
+            return None
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise HarnessError(f"environment variable {self.api_key_env} is empty or unset; export the API key in it.")
+        return key
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def save(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.write_text(json.dumps(self.to_dict(), indent=2, default=str))
+        return p
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "LoadConfig":
+        d = dict(d)
+        known = set(cls.__dataclass_fields__)
+        extra = set(d) - known
+        if extra:
+            raise HarnessError(f"load config has unknown field(s) {sorted(extra)}; remove them.")
+        if isinstance(d.get("summary"), dict):
+            d["summary"] = SummaryOptions(**d["summary"])
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "LoadConfig":
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text()))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise HarnessError(f"load config {path} could not be read ({exc}).") from None

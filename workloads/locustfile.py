@@ -1,0 +1,76 @@
+"""Locust user for OpenAI-compatible streaming endpoints, paced by a precomputed open-loop schedule.
+
+Users are a concurrency cap, not the pacing: each free user takes the next session of this process's
+share of the workload, sleeps until its intended send instant, streams it (chat or completions,
+stream: true with stream_options.include_usage) and hands the record to the process's LoadState.
+A session's later turns follow the previous turn's end plus its pause. Locust's own statistics get
+one event per request for its UI; the run's figures come from the records only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from time import perf_counter_ns
+
+import gevent
+from locust import FastHttpUser, constant, task
+from locust.exception import StopUser
+
+from workloads.loadstate import get_state
+from workloads.records import build_record
+from workloads.stream_client import stream_request
+
+
+class OpenAIStreamUser(FastHttpUser):
+    """One concurrency slot. host, timeouts and the API key come from the process's LoadState."""
+
+    wait_time = constant(0)
+    network_timeout = 600.0
+    connection_timeout = 30.0
+    max_retries = 0
+    concurrency = 1
+
+    @task
+    def run_session(self) -> None:
+        st = get_state()
+        st.t0_set.wait()
+        session = st.next_session()
+        if session is None:
+            st.users_idle += 1
+            raise StopUser()
+        http = self.client.client.clientpool.get_client(st.url_split)
+        prev_end_ns = None
+        for item in session:
+            if item["turn"] == 0 or prev_end_ns is None:
+                intended = st.t0_ns + int(item["intended_s"] * 1e9)
+            else:
+                intended = prev_end_ns + int(item["pause_before_s"] * 1e9)
+            delay = (intended - perf_counter_ns()) / 1e9
+            if delay > 0:
+                gevent.sleep(delay)
+            chat = item["api"] == "chat"
+            body = {"model": st.model, "max_tokens": int(item["max_tokens"]), "stream": True,
+                    "stream_options": {"include_usage": True}, "temperature": 0.0, **st.extra_body}
+            if chat:
+                body["messages"] = [{"role": "user", "content": item["prompt"]}]
+            else:
+                body["prompt"] = item["prompt"]
+            st.sent += 1
+            raw = stream_request(http, st.chat_uri if chat else st.completions_uri, json.dumps(body).encode(), st.headers,
+                                 chat=chat, timeout_s=st.request_timeout_s)
+            rec = build_record(item, raw, t0_ns=st.t0_ns, intended_abs_ns=intended, worker_index=st.worker_index)
+            st.add_record(rec)
+            prev_end_ns = raw["ended_ns"]
+            self.environment.events.request.fire(
+                request_type="POST", name="chat" if chat else "completions", response_time=rec["e2e_s"] * 1000.0,
+                response_length=raw["body_bytes"], context={},
+                exception=None if rec["error_class"] == "ok" else RuntimeError(f"{rec['error_class']}: {rec['error_detail'][:80]}"),
+            )
+
+
+if os.environ.get("HARNESS_LOAD_CONFIG"):
+    # `locust -f workloads/locustfile.py` with a config file: set up this process's state the same way
+    from workloads.loadstate import state_from_config_file
+
+    state_from_config_file(os.environ["HARNESS_LOAD_CONFIG"])

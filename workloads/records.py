@@ -1,0 +1,87 @@
+"""Per-request records of a load run: times relative to the run's t0, derived latencies, token counts.
+
+Definitions (docs/loadgen.md maps them to vLLM, SGLang, guidellm and AIPerf names):
+  ttft_s   first content event arrival − actual send (ttft_from_intended_s: − intended send)
+  e2e_s    last body byte − actual send (e2e_from_intended_s: − intended send); for a failed request,
+           the instant the failure was seen (a timeout's e2e is the timeout)
+  itl      gaps between consecutive content events (kept whole in chunk_ns; itl_mean_s per request)
+  tpot_s   (last content event − first content event) / (output tokens − 1), output tokens from
+           server usage when present, else the content-event count
+  schedule_lag_s  actual send − intended send (how far the client ran behind its schedule)
+Token counts from usage and from content events are both kept; token_count_mismatch flags a
+difference (a server that packs several tokens per event, or a usage bug).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+RECORD_COLUMNS = (
+    "request_index", "session_id", "turn", "worker_index", "api", "intended_ns", "sent_ns", "first_byte_ns",
+    "first_token_ns", "last_byte_ns", "chunk_ns", "status", "error_class", "error_detail", "prompt_tokens_target",
+    "max_tokens", "prompt_tokens_usage", "output_tokens_usage", "output_tokens_chunks", "token_count_mismatch",
+    "usage_missing", "finish_reason", "response_id", "ttft_s", "ttft_from_intended_s", "e2e_s", "e2e_from_intended_s",
+    "tpot_s", "itl_mean_s", "schedule_lag_s", "body_bytes",
+)
+
+
+def build_record(item: dict[str, Any], raw: dict[str, Any], *, t0_ns: int, intended_abs_ns: int, worker_index: int) -> dict[str, Any]:
+    """Combine a workload row and stream_request's raw result into one record (times relative to t0)."""
+    p = raw["parse"]
+    sent = raw["sent_ns"]
+    chunks = p.content_ns if p is not None else []
+    n_chunks = len(chunks)
+    o_usage = p.output_tokens_usage if p is not None else None
+    first_tok = chunks[0] if chunks else None
+    n_out = o_usage if isinstance(o_usage, int) and o_usage > 0 else n_chunks
+    tpot = (chunks[-1] - chunks[0]) / 1e9 / (n_out - 1) if n_chunks >= 2 and n_out > 1 else None
+    itl_mean = (chunks[-1] - chunks[0]) / 1e9 / (n_chunks - 1) if n_chunks >= 2 else None
+    fb = raw["first_byte_ns"]
+    return {
+        "request_index": int(item["request_index"]),
+        "session_id": int(item["session_id"]),
+        "turn": int(item["turn"]),
+        "worker_index": worker_index,
+        "api": item["api"],
+        "intended_ns": intended_abs_ns - t0_ns,
+        "sent_ns": sent - t0_ns,
+        "first_byte_ns": (fb - t0_ns) if fb is not None else None,
+        "first_token_ns": (first_tok - t0_ns) if first_tok is not None else None,
+        "last_byte_ns": raw["last_byte_ns"] - t0_ns,
+        "chunk_ns": [c - t0_ns for c in chunks],
+        "status": raw["status"],
+        "error_class": raw["error_class"],
+        "error_detail": raw["error_detail"],
+        "prompt_tokens_target": int(item["prompt_tokens_target"]),
+        "max_tokens": int(item["max_tokens"]),
+        "prompt_tokens_usage": p.prompt_tokens_usage if p is not None else None,
+        "output_tokens_usage": o_usage,
+        "output_tokens_chunks": n_chunks,
+        "token_count_mismatch": bool(isinstance(o_usage, int) and o_usage != n_chunks),
+        "usage_missing": o_usage is None,
+        "finish_reason": p.finish_reason if p is not None else None,
+        "response_id": p.response_id if p is not None else None,
+        "ttft_s": (first_tok - sent) / 1e9 if first_tok is not None else None,
+        "ttft_from_intended_s": (first_tok - intended_abs_ns) / 1e9 if first_tok is not None else None,
+        "e2e_s": (raw["ended_ns"] - sent) / 1e9,
+        "e2e_from_intended_s": (raw["ended_ns"] - intended_abs_ns) / 1e9,
+        "tpot_s": tpot,
+        "itl_mean_s": itl_mean,
+        "schedule_lag_s": (sent - intended_abs_ns) / 1e9,
+        "body_bytes": raw["body_bytes"],
+    }
+
+
+def missing_record(item: dict[str, Any], error_class: str, *, worker_index: int, detail: str) -> dict[str, Any]:
+    """A record for a request that never produced a result ("not_sent": its turn never came; "lost": no report)."""
+    rec: dict[str, Any] = {c: None for c in RECORD_COLUMNS}
+    intended = item.get("intended_s")
+    rec.update({
+        "request_index": int(item["request_index"]), "session_id": int(item["session_id"]), "turn": int(item["turn"]),
+        "worker_index": worker_index, "api": item["api"],
+        "intended_ns": int(intended * 1e9) if intended is not None and intended == intended and item["turn"] == 0 else None,
+        "chunk_ns": [], "status": 0, "error_class": error_class, "error_detail": detail,
+        "prompt_tokens_target": int(item["prompt_tokens_target"]), "max_tokens": int(item["max_tokens"]),
+        "output_tokens_chunks": 0, "token_count_mismatch": False, "usage_missing": True, "body_bytes": 0,
+    })
+    return rec

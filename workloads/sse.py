@@ -1,0 +1,131 @@
+"""Server-sent-events parsing of an OpenAI-style stream, done after the bytes were time-stamped.
+
+The client stamps each received piece of body with the perf_counter_ns taken right after the
+socket read returned, then feeds it here: every event gets the arrival time of the piece that
+completed it, and only then is its JSON decoded, so decoding never delays a timestamp.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+_loads = json.loads
+
+
+@dataclass(frozen=True)
+class StreamParse:
+    content_ns: list[int] = field(default_factory=list)  # arrival of each event carrying output text
+    events: int = 0
+    done_seen: bool = False
+    finish_reason: str | None = None
+    prompt_tokens_usage: int | None = None
+    output_tokens_usage: int | None = None
+    response_id: str | None = None
+    malformed: str | None = None  # first malformed event, shortened
+    server_error: str | None = None  # an {"error": ...} event in the stream
+
+
+def _has_text(obj: dict, chat: bool) -> tuple[bool, str | None]:
+    choices = obj.get("choices")
+    if not choices:
+        return False, None
+    c0 = choices[0]
+    if chat:
+        d = c0.get("delta") or {}
+        text = d.get("content") or d.get("reasoning_content") or d.get("reasoning")
+    else:
+        text = c0.get("text")
+    return bool(text), c0.get("finish_reason")
+
+
+class SSEParser:
+    """Incremental parser: `feed(piece, t_ns)` after the piece's arrival was stamped; the events a piece
+    completes are decoded right then, so decoding cost is spread over the stream instead of landing in
+    one block at its end (which would delay the timestamps of every other stream on the client)."""
+
+    __slots__ = ("chat", "buf", "content_ns", "events", "done", "finish", "rid", "malformed", "server_error", "p_usage", "o_usage")
+
+    def __init__(self, chat: bool):
+        self.chat = chat
+        self.buf = b""
+        self.content_ns: list[int] = []
+        self.events = 0
+        self.done = False
+        self.finish = self.rid = self.malformed = self.server_error = None
+        self.p_usage = self.o_usage = None
+
+    def feed(self, piece: bytes, t_ns: int) -> None:
+        if self.done:
+            return
+        buf = self.buf + piece if self.buf else piece
+        pos = 0
+        while True:
+            j = buf.find(b"\n\n", pos)
+            if j < 0:
+                break
+            ev = buf[pos:j]
+            pos = j + 2
+            if ev and ev[:1] != b":":
+                self._event(ev, t_ns)
+                if self.done:
+                    break
+        self.buf = buf[pos:]
+
+    def _event(self, ev: bytes, t_ns: int) -> None:
+        if ev[:6] == b"data: " and b"\n" not in ev:
+            data = ev[6:]
+        else:
+            data = None
+            for line in ev.split(b"\n"):
+                if line.startswith(b"data:"):
+                    chunk = line[5:].lstrip(b" ")
+                    data = chunk if data is None else data + b"\n" + chunk
+            if data is None:  # "event:" / "id:" lines only
+                return
+        self.events += 1
+        if data == b"[DONE]":
+            self.done = True
+            return
+        try:
+            obj = _loads(data)
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            if self.malformed is None:
+                self.malformed = data[:120].decode("utf-8", "replace")
+            return
+        if "error" in obj and "choices" not in obj:
+            self.server_error = str(obj["error"])[:200]
+            return
+        if self.rid is None:
+            self.rid = obj.get("id")
+        has, fin = _has_text(obj, self.chat)
+        if has:
+            self.content_ns.append(t_ns)
+        if fin:
+            self.finish = fin
+        u = obj.get("usage")
+        if isinstance(u, dict):
+            self.p_usage = u.get("prompt_tokens", self.p_usage)
+            self.o_usage = u.get("completion_tokens", self.o_usage)
+
+    def result(self) -> StreamParse:
+        return StreamParse(self.content_ns, self.events, self.done, self.finish, self.p_usage, self.o_usage, self.rid,
+                           self.malformed, self.server_error)
+
+
+def parse_stream(body: bytes, piece_ends: list[int], piece_ns: list[int], chat: bool) -> StreamParse:
+    """Events of `body`; piece k covers body[piece_ends[k-1]:piece_ends[k]] and arrived at piece_ns[k]."""
+    p = SSEParser(chat)
+    start = 0
+    for end, t in zip(piece_ends, piece_ns):
+        p.feed(body[start:end], t)
+        start = end
+    return p.result()
+
+
+def tail_after_done(body: bytes) -> int:
+    """Bytes of body after the [DONE] event (a well-behaved server sends none)."""
+    i = body.find(b"data: [DONE]")
+    return 0 if i < 0 else len(body) - (body.find(b"\n\n", i) + 2)

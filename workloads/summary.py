@@ -1,0 +1,129 @@
+"""Summary of a load run from its per-request records: windowed throughput, latency percentiles, goodput, validity.
+
+The measurement window is [warmup_s, span_s − cooldown_s) of the schedule; requests whose intended
+send falls in it are measured. Throughput counts content events (and completed requests) whose
+arrival falls in the window. Goodput counts measured requests that succeeded and met every SLO
+given (TTFT and E2E from the intended send, TPOT). The run is invalid when the client fell behind
+its own schedule: p99 send lag above max_lag_p99_s, or fewer sends in the window than intended
+by more than max_send_shortfall.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from workloads.config import SummaryOptions
+
+
+def _pcts(x: Any) -> dict[str, float | None]:
+    a = np.asarray([v for v in x if v is not None and not (isinstance(v, float) and math.isnan(v))], dtype=float)
+    if a.size == 0:
+        return {"count": 0, "mean": None, "p50": None, "p90": None, "p99": None, "max": None}
+    return {"count": int(a.size), "mean": float(a.mean()), "p50": float(np.percentile(a, 50)),
+            "p90": float(np.percentile(a, 90)), "p99": float(np.percentile(a, 99)), "max": float(a.max())}
+
+
+@dataclass(frozen=True)
+class LoadSummary:
+    window_start_s: float
+    window_end_s: float
+    requests_total: int
+    requests_measured: int
+    requests_ok: int
+    errors_by_class: dict[str, int]
+    request_throughput_per_s: float
+    output_tokens_per_s: float
+    output_tokens_per_s_usage: float
+    ttft_s: dict[str, Any]
+    ttft_from_intended_s: dict[str, Any]
+    tpot_s: dict[str, Any]
+    itl_s: dict[str, Any]
+    e2e_s: dict[str, Any]
+    e2e_from_intended_s: dict[str, Any]
+    goodput_per_s: float | None
+    goodput_fraction: float | None
+    slo: dict[str, float | None]
+    schedule_lag_s: dict[str, Any]
+    intended_rate_per_s: float
+    achieved_send_rate_per_s: float
+    token_count_mismatches: int
+    usage_missing: int
+    valid: bool
+    invalid_reasons: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOptions()) -> LoadSummary:
+    """`df`: the run's requests table (pandas); `span_s`: the schedule's length in seconds."""
+    o = options
+    w0 = o.warmup_s
+    w1 = max(w0, span_s - o.cooldown_s)
+    win = max(w1 - w0, 1e-9)
+    n_total = int(len(df))
+    intended = df["intended_ns"].to_numpy(dtype=float) / 1e9 if n_total else np.zeros(0)
+    measured = df[(intended >= w0) & (intended < w1)] if n_total else df
+    ok = measured[measured["error_class"] == "ok"] if n_total else measured
+    errors = {str(k): int(v) for k, v in df["error_class"].value_counts().items()} if n_total else {}
+
+    # throughput: completions and content events landing inside the window
+    last = df["last_byte_ns"].to_numpy(dtype=float) / 1e9 if n_total else np.zeros(0)
+    is_ok = (df["error_class"] == "ok").to_numpy() if n_total else np.zeros(0, bool)
+    done_in = is_ok & (last >= w0) & (last < w1)
+    chunk_times = np.concatenate([np.asarray(c, dtype=float) for c in df["chunk_ns"]]) / 1e9 if n_total else np.zeros(0)
+    tokens_in = int(((chunk_times >= w0) & (chunk_times < w1)).sum())
+    usage_tokens = df.loc[done_in, "output_tokens_usage"].fillna(df.loc[done_in, "output_tokens_chunks"]).sum() if n_total else 0
+
+    itls: list[float] = []
+    for c in ok["chunk_ns"] if len(ok) else []:
+        a = np.asarray(c, dtype=float)
+        if a.size >= 2:
+            itls.extend((np.diff(a) / 1e9).tolist())
+
+    slo = {"ttft_s": o.slo_ttft_s, "tpot_s": o.slo_tpot_s, "e2e_s": o.slo_e2e_s}
+    goodput = frac = None
+    if any(v is not None for v in slo.values()):
+        good = np.ones(len(ok), dtype=bool)
+        if o.slo_ttft_s is not None:
+            good &= ok["ttft_from_intended_s"].fillna(np.inf).to_numpy(dtype=float) <= o.slo_ttft_s
+        if o.slo_tpot_s is not None:
+            good &= ok["tpot_s"].fillna(0.0).to_numpy(dtype=float) <= o.slo_tpot_s
+        if o.slo_e2e_s is not None:
+            good &= ok["e2e_from_intended_s"].to_numpy(dtype=float) <= o.slo_e2e_s
+        goodput = float(good.sum()) / win
+        frac = float(good.sum()) / len(measured) if len(measured) else None
+
+    sent = df[df["error_class"] != "not_sent"] if n_total else df
+    lag = _pcts(sent["schedule_lag_s"].tolist() if len(sent) else [])
+    sent_s = sent["sent_ns"].to_numpy(dtype=float) / 1e9 if len(sent) else np.zeros(0)
+    n_intended = int(((intended >= w0) & (intended < w1)).sum())
+    n_sent = int(((sent_s >= w0) & (sent_s < w1)).sum())
+    reasons = []
+    if lag["p99"] is not None and lag["p99"] > o.max_lag_p99_s:
+        reasons.append(f"p99 schedule lag {lag['p99'] * 1e3:.1f} ms exceeds {o.max_lag_p99_s * 1e3:.1f} ms: the client could not "
+                       "keep its schedule (more workers, a lower rate or a higher --max-concurrency)")
+    if n_intended and n_sent < (1 - o.max_send_shortfall) * n_intended:
+        reasons.append(f"sent {n_sent} of {n_intended} intended requests in the window (achieved {n_sent / win:.3g}/s vs "
+                       f"{n_intended / win:.3g}/s intended)")
+    if "not_sent" in errors or "lost" in errors:
+        reasons.append(f"{errors.get('not_sent', 0)} requests never sent and {errors.get('lost', 0)} lost before the run ended")
+    return LoadSummary(
+        window_start_s=w0, window_end_s=w1, requests_total=n_total, requests_measured=int(len(measured)), requests_ok=int(len(ok)),
+        errors_by_class=errors, request_throughput_per_s=float(done_in.sum()) / win, output_tokens_per_s=tokens_in / win,
+        output_tokens_per_s_usage=float(usage_tokens) / win,
+        ttft_s=_pcts(ok["ttft_s"].tolist() if len(ok) else []),
+        ttft_from_intended_s=_pcts(ok["ttft_from_intended_s"].tolist() if len(ok) else []),
+        tpot_s=_pcts(ok["tpot_s"].tolist() if len(ok) else []), itl_s=_pcts(itls),
+        e2e_s=_pcts(ok["e2e_s"].tolist() if len(ok) else []),
+        e2e_from_intended_s=_pcts(ok["e2e_from_intended_s"].tolist() if len(ok) else []),
+        goodput_per_s=goodput, goodput_fraction=frac, slo=slo, schedule_lag_s=lag,
+        intended_rate_per_s=n_intended / win, achieved_send_rate_per_s=n_sent / win,
+        token_count_mismatches=int(df["token_count_mismatch"].sum()) if n_total else 0,
+        usage_missing=int(df.loc[df["error_class"] == "ok", "usage_missing"].sum()) if n_total else 0,
+        valid=not reasons, invalid_reasons=reasons,
+    )
