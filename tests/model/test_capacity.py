@@ -102,10 +102,13 @@ FOUR_TYPES = (["a100", "h20", "h100", "l40"], [0.856, 1.805, 0.27, 1.1], [1.764,
 
 def test_search_4_types_64_cards_under_a_second():
     # issue: 4 GPU types × 64 cards (65^4 ≈ 1.8e7 allocations) answers in under a second on one core
-    pd_search(*FOUR_TYPES, 20.7)  # warm the allocator
-    t = time.perf_counter()
-    r = pd_search(*FOUR_TYPES, 20.7)
-    assert time.perf_counter() - t < 1.0
+    # best of three so that a neighbour on a shared 2-core machine does not decide the result
+    best = math.inf
+    for _ in range(3):
+        t = time.perf_counter()
+        r = pd_search(*FOUR_TYPES, 20.7)
+        best = min(best, time.perf_counter() - t)
+    assert best < 1.0, f"4×64 allocation search took {best:.2f} s"
     assert r.grid.rate.size == 65**4
     assert r.best.requests_per_s == pytest.approx(20.7)
 
