@@ -3,8 +3,14 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 SCENARIO ?= workloads/scenarios/ch9-hetero-pd.toml
+TARGET ?=
+PREFILL_METRICS ?=
+DECODE_METRICS ?=
+DURATION ?= 60
+RATE ?=
+SUITE ?= all
 
-.PHONY: install test bench-pd plan bench clean
+.PHONY: install test bench bench-pd plan micro clean
 
 $(BIN)/harness: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +30,10 @@ plan: install
 	$(BIN)/harness model plan $(SCENARIO)
 
 bench-pd: install
-	$(BIN)/harness model plan $(SCENARIO)
+	$(BIN)/harness bench-pd --scenario $(SCENARIO) --target "$(TARGET)" --prefill-metrics-url "$(PREFILL_METRICS)" --decode-metrics-url "$(DECODE_METRICS)" --duration-s "$(DURATION)" --rate "$(RATE)" --out results --report-dir reports
+
+micro: install
+	$(BIN)/harness micro run --suite $(SUITE) --quick --out results/
 
 clean:
 	rm -rf $(VENV) .pytest_cache .benchmarks

@@ -44,10 +44,12 @@ def test_policy_validation_names_field():
 
 
 def test_busy_loop_of_known_duration():
-    # A 2 ms busy loop: the median must land within -1 % / +25 % (a shared, loaded CPU only adds time).
+    # A 2 ms busy loop: no sample may be short, and the fastest sample (the one no neighbour
+    # pre-empted) lands within -1 % / +25 %; a shared, loaded CPU only adds time to the others.
     m = time_cpu(lambda: busy_wait(2e-3), TimingPolicy(budget_s=0.1, warmup_s=0.01, min_reps=10))
     assert m.timer == "perf_counter_ns" and m.inner_reps == 1
-    assert 2e-3 * 0.99 <= m.stats.median_s <= 2e-3 * 1.25
+    assert 2e-3 * 0.99 <= m.stats.min_s <= 2e-3 * 1.25
+    assert m.stats.median_s >= 2e-3 * 0.99
     assert len(m.times_s) == m.stats.n >= 10
 
 
@@ -61,7 +63,8 @@ def test_tiny_calls_are_grouped_and_divided():
     # 20 µs busy calls are below the 1 ms sample target: grouped ~50 per sample; per-call time within 50 %.
     m = time_cpu(lambda: busy_wait(20e-6), TimingPolicy(budget_s=0.1, warmup_s=0.01, target_sample_s=1e-3, min_reps=5))
     assert m.inner_reps > 10
-    assert 20e-6 * 0.99 <= m.stats.median_s <= 20e-6 * 1.5
+    assert 20e-6 * 0.99 <= m.stats.min_s <= 20e-6 * 1.5
+    assert m.stats.median_s >= 20e-6 * 0.99
 
 
 def test_unstable_verdict_has_remedy():
