@@ -15,8 +15,13 @@ from harness.errors import HarnessError
 VERBS: dict[str, str] = {
     "model": "harness.cli.model",
     "specs": "harness.cli.specs",
+    "calibrate": "harness.cli.calibrate",
+    "report": "harness.cli.report",
     "micro": "harness.cli.micro",
     "bench-pd": "harness.cli.bench",
+    "compare": "harness.cli.compare",
+    "nightly": "harness.cli.nightly",
+    "compare-engines": "harness.cli.compare_engines",
 }
 
 

@@ -19,10 +19,15 @@ from harness.units import DTYPE_BYTES
 
 @dataclass(frozen=True)
 class Calibration:
-    """Measured efficiencies per GPU that replace the scenario's defaults (filled by calibration)."""
+    """Measured efficiencies per GPU that replace the scenario's defaults (filled by calibration).
+
+    `constants` (harness.calibration.apply.MeasuredConstants) gives the efficiency at the
+    scenario's decode batch and prefill tokens and the fitted link, each with a 95% interval.
+    """
 
     efficiency: dict[str, Efficiency] = field(default_factory=dict)
     source: str = ""
+    constants: Any = None
 
 
 def workload_of(s: Scenario) -> Workload:
@@ -37,8 +42,17 @@ def workload_of(s: Scenario) -> Workload:
     )
 
 
-def efficiency_for(s: Scenario, gpu: str, calibration: Calibration | None = None, scale: float = 1.0) -> Efficiency:
-    if calibration and gpu in calibration.efficiency:
+def efficiency_for(s: Scenario, gpu: str, calibration: Calibration | None = None, scale: float = 1.0,
+                   which: str = "value") -> Efficiency:
+    measured = None
+    if calibration and calibration.constants is not None:
+        w = s.workload
+        measured = calibration.constants.efficiency(
+            gpu, w.decode_batch, w.input_tokens - w.cached_prefix_tokens, w.weight_dtype, which
+        )
+    if measured is not None:
+        eff = measured
+    elif calibration and gpu in calibration.efficiency:
         eff = calibration.efficiency[gpu]
     else:
         e = s.efficiency.per_gpu.get(gpu)
@@ -51,13 +65,18 @@ def efficiency_for(s: Scenario, gpu: str, calibration: Calibration | None = None
     return eff if scale == 1.0 else eff.scaled(scale)
 
 
-def _rates(s: Scenario, model: ModelSpec, work: Workload, calibration: Calibration | None, scale: float = 1.0) -> list[StageRates]:
-    return [stage_rates(get_gpu(p.gpu), model, work, efficiency_for(s, p.gpu, calibration, scale)) for p in s.pools]
+def _rates(s: Scenario, model: ModelSpec, work: Workload, calibration: Calibration | None, scale: float = 1.0,
+           which: str = "value") -> list[StageRates]:
+    return [stage_rates(get_gpu(p.gpu), model, work, efficiency_for(s, p.gpu, calibration, scale, which)) for p in s.pools]
 
 
-def _link(s: Scenario) -> tuple[float, float, str] | None:
+def _link(s: Scenario, calibration: Calibration | None = None, which: str = "value") -> tuple[float, float, str] | None:
     if s.link is None:
         return None
+    if calibration and calibration.constants is not None and s.link.spec:
+        measured = calibration.constants.link(s.link.spec, which)
+        if measured is not None:
+            return measured
     return s.link.bandwidth, s.link.startup, s.link.label
 
 
@@ -104,7 +123,7 @@ def plan(s: Scenario, calibration: Calibration | None = None, include_grid: bool
     lam = s.workload.arrival_rate_per_s
 
     v_kv = kv_bytes(model, work.input_tokens, work.kv_bytes_per_elem)
-    link = _link(s)
+    link = _link(s, calibration)
     if link:
         bw, alpha, label = link
         t_kv = transfer_time_s(v_kv, bw, alpha)
@@ -201,7 +220,53 @@ def plan(s: Scenario, calibration: Calibration | None = None, include_grid: bool
     out["sensitivity"] = {"efficiency_scale": sens}
 
     out["deployment"] = _deployment(s, model, work, mu_co, pd, rates, v_kv, link, lam)
+    if calibration is not None and calibration.constants is not None:
+        out["calibration"] = _calibration_section(s, model, work, calibration, v_kv)
     return out
+
+
+def _capacity_at(s: Scenario, model: ModelSpec, work: Workload, calibration: Calibration, v_kv: float, which: str) -> dict[str, Any]:
+    """Capacity with every measured constant at one end of its interval (low: efficiencies and link
+    bandwidth at their lower bounds, startup latency at its upper bound; high: the reverse)."""
+    rates = _rates(s, model, work, calibration, which=which)
+    counts = [p.count for p in s.pools]
+    link = _link(s, calibration, which)
+    link_rate = 1.0 / transfer_time_s(v_kv, link[0], link[1]) if link else math.inf
+    out: dict[str, Any] = {
+        "colocated_requests_per_s": capacity.colocated_rate(rates, counts),
+        "chunked_colocated_requests_per_s": capacity.chunked_colocated_rate(rates, counts),
+        "pd_best_requests_per_s": None,
+        "pd_best_clear_at_s": None,
+    }
+    if sum(counts) >= 2 and work.decode_calls > 0:
+        best = _pd(s, rates, link_rate).best.requests_per_s
+        out["pd_best_requests_per_s"] = best
+        out["pd_best_clear_at_s"] = queueing.clear_at_s(s.workload.arrival_rate_per_s, s.startup.startup_s, best)
+    return out
+
+
+def _calibration_section(s: Scenario, model: ModelSpec, work: Workload, calibration: Calibration, v_kv: float) -> dict[str, Any]:
+    """Where every constant came from, and capacity over the constants' 95% intervals.
+
+    Capacity rises with every efficiency and link bandwidth and falls with the startup latency, so
+    evaluating all constants at the pessimistic and at the optimistic ends bounds it (a conservative
+    interval: the ends are not joint percentiles)."""
+    c = calibration.constants
+    link_defaults = (s.link.bandwidth, s.link.startup) if s.link is not None else None
+    value = _capacity_at(s, model, work, calibration, v_kv, "value")
+    low = _capacity_at(s, model, work, calibration, v_kv, "low")
+    high = _capacity_at(s, model, work, calibration, v_kv, "high")
+    interval = {k: {"value": value[k], "low": low[k], "high": high[k]} for k in value}
+    # the clear-by time falls as capacity rises: its low end comes from the optimistic constants
+    interval["pd_best_clear_at_s"] = {"value": value["pd_best_clear_at_s"], "low": high["pd_best_clear_at_s"],
+                                      "high": low["pd_best_clear_at_s"]}
+    return {
+        "file": calibration.source,
+        "machine": c.record.machine,
+        "constants": c.provenance([p.gpu for p in s.pools], s.link.spec if s.link else None, work.decode_batch,
+                                  work.new_tokens, s.workload.weight_dtype, link_defaults),
+        "capacity_interval": interval,
+    }
 
 
 def _reference(s: Scenario, grid: capacity.PdGrid, prefill: dict[str, int]) -> capacity.PdAllocation:

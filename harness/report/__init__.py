@@ -2,5 +2,7 @@
 
 # report name -> "module:function" rendering (run_or_runs, out_dir) -> list of written paths; one line each
 RENDERERS: dict[str, str] = {
+    "calibration": "harness.report.calibration:render",
     "bench-pd": "harness.report.bench_pd:render",
+    "compare": "harness.report.compare:render",
 }

@@ -117,4 +117,13 @@ def render_summary(r: dict[str, Any]) -> str:
                 f"at capacity replicas {_f(c['per_1000_at_capacity']['replicas'])} / PD {_f(c['per_1000_at_capacity']['pd'])}"
                 + (f"; only {c['slo_fraction']:.0%} in SLO -> {_f(c['effective_per_1000_good'])}" if "slo_fraction" in c else "")
             )
+    cal = r.get("calibration")
+    if cal:  # issue 6: where every constant came from, and capacity over their 95% intervals
+        lines += ["", f"Calibration {cal['file']} (machine {cal['machine']}):"]
+        for c in cal["constants"]:
+            iv = "" if c["low"] is None else f" [{c['low']:.4g}, {c['high']:.4g}]"
+            lines.append(f"  {c['constant']:42s} {c['value']:.4g}{iv}  {c['origin']}")
+        for k, v in cal["capacity_interval"].items():
+            if v["value"] is not None:
+                lines.append(f"  {k:42s} {v['value']:.2f} [{_f(v['low'])}, {_f(v['high'])}]")
     return "\n".join(lines)

@@ -1,0 +1,91 @@
+"""The calibration file: versioned, human-readable JSON per machine fingerprint, calibration/<machine>.json.
+
+FORMAT_VERSION history (one upgrade step per version, applied on load; newer files are refused):
+  1 — first version: machine, key facts, runs, seed, bootstrap count, curves, links, C_C, B_D,
+      storage, stages, proxy, warnings; every estimate {value, low, high, unit, n_samples,
+      run_ids, method}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.calibration.record import CalibrationRecord
+from harness.errors import HarnessError
+
+FORMAT = "harness-calibration"
+FORMAT_VERSION = 1
+UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+DEFAULT_DIR = Path("calibration")
+
+_README = (
+    "Constants fitted by `harness calibrate` from the micro runs listed under `runs`. Base units: s, bytes/s, "
+    "FLOP/s; efficiencies are fractions of the spec peak named in `peak_source`. Each estimate gives value, a 95% "
+    "bootstrap interval [low, high] over the raw samples (seed and resample count below), the run ids and the method. "
+    "`proxy` maps a GPU or link the model plans for to the measured device or link standing in for it."
+)
+
+
+def default_path(machine: str) -> Path:
+    return DEFAULT_DIR / f"{machine}.json"
+
+
+def dumps(rec: CalibrationRecord) -> str:
+    body = {"format": FORMAT, "format_version": FORMAT_VERSION, "readme": _README, **rec.to_dict()}
+    return json.dumps(body, indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+
+def save_calibration(rec: CalibrationRecord, path: str | Path) -> Path:
+    """Write the record as JSON (temporary name, then rename)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
+    tmp.write_text(dumps(rec))
+    os.replace(tmp, p)
+    return p
+
+
+def parse_calibration(d: Any, source: str) -> CalibrationRecord:
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise HarnessError(f"{source} is not a calibration file (no \"format\": \"{FORMAT}\"); make one with `harness calibrate`.")
+    v = d.get("format_version")
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise HarnessError(f"{source}: format_version must be an integer, got {v!r}; regenerate it with `harness calibrate`.")
+    if v > FORMAT_VERSION:
+        raise HarnessError(
+            f"{source}: format_version {v} is newer than this harness understands ({FORMAT_VERSION}); upgrade the harness."
+        )
+    while v < FORMAT_VERSION:
+        d = UPGRADES[v](d)
+        v += 1
+    try:
+        return CalibrationRecord.from_dict(d)
+    except KeyError as exc:
+        raise HarnessError(f"{source}: field {exc.args[0]!r} is missing; the file is damaged, regenerate it with `harness calibrate`.") from None
+    except (TypeError, ValueError) as exc:
+        raise HarnessError(f"{source}: a field has a bad value ({exc}); regenerate it with `harness calibrate`.") from None
+
+
+def load_calibration(path: str | Path) -> CalibrationRecord:
+    p = Path(path)
+    if not p.is_file():
+        raise HarnessError(
+            f"calibration file {str(p)!r} does not exist; make one with `harness calibrate results/<machine>/ --out {p}`."
+        )
+    try:
+        d = json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise HarnessError(f"{p} is not valid JSON ({exc}); regenerate it with `harness calibrate`.") from None
+    return parse_calibration(d, str(p))
+
+
+def load_calibration_for_model(path: str | Path):
+    """The model's view of a calibration file (`harness model plan --calibration FILE`)."""
+    from harness.calibration.apply import MeasuredConstants
+    from harness.model.plan import Calibration
+
+    rec = load_calibration(path)
+    return Calibration(source=str(path), constants=MeasuredConstants(rec, str(path)))

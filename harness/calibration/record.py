@@ -1,0 +1,273 @@
+"""The calibration record: every fitted constant with its interval, its method and the runs it came from.
+
+All values are in base units (s, bytes/s, FLOP/s, fractions of the spec peak). Intervals are
+bootstrap percentile intervals (2.5 %, 97.5 %) over the raw samples with a fixed seed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from harness.errors import HarnessError
+
+Which = Literal["value", "low", "high"]
+
+
+def _f(x: Any) -> float | None:
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else float(x)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One fitted number: value, 95 % bootstrap interval [low, high], unit, how and from what it came."""
+
+    value: float
+    low: float
+    high: float
+    unit: str
+    n_samples: int
+    run_ids: tuple[str, ...]
+    method: str
+
+    def __post_init__(self) -> None:
+        for f in ("value", "low", "high"):
+            v = getattr(self, f)
+            if not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise HarnessError(f"calibration estimate ({self.method}): {f} must be a finite number, got {v!r}.")
+
+    def pick(self, which: Which) -> float:
+        return {"value": self.value, "low": self.low, "high": self.high}[which]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "low": self.low, "high": self.high, "unit": self.unit,
+                "n_samples": self.n_samples, "run_ids": list(self.run_ids), "method": self.method}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Estimate":
+        return cls(float(d["value"]), float(d["low"]), float(d["high"]), str(d["unit"]), int(d["n_samples"]),
+                   tuple(d["run_ids"]), str(d["method"]))
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """A measured efficiency at one x (batch or tokens per GPU) and the monotone fit's value there."""
+
+    x: float
+    measured: Estimate
+    fitted: float
+    case_ids: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"x": self.x, "measured": self.measured.to_dict(), "fitted": self.fitted, "case_ids": list(self.case_ids)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CurvePoint":
+        return cls(float(d["x"]), Estimate.from_dict(d["measured"]), float(d["fitted"]), tuple(d["case_ids"]))
+
+
+@dataclass(frozen=True)
+class EfficiencyCurve:
+    """Efficiency (fraction of the spec peak) vs x, interpolated piecewise-linearly between the points.
+
+    Chapter 9, §9.2.3: decode bandwidth efficiency rises from 33 % at batch 1 to 65 % at batch 64;
+    linear interpolation in the batch gives 0.33 + (0.65-0.33)·31/63 ≈ 49 % at 32, the chapter's
+    figure. Outside the measured range the end value is held (and the caller says so).
+    """
+
+    device: str  # GPU spec name ("h200-sxm") or "cpu"
+    quantity: Literal["decode_bandwidth_efficiency", "prefill_compute_efficiency"]
+    x_name: Literal["batch", "tokens_per_gpu"]
+    dtype: str
+    backend: str
+    monotone: bool
+    peak_source: str
+    points: tuple[CurvePoint, ...]
+
+    def at(self, x: float, which: Which = "value") -> float:
+        xs = np.array([p.x for p in self.points])
+        if which == "value":
+            ys = np.array([p.fitted for p in self.points])
+        elif which == "low":
+            ys = np.array([min(p.measured.low, p.fitted) for p in self.points])
+        else:
+            ys = np.array([max(p.measured.high, p.fitted) for p in self.points])
+        return float(np.interp(x, xs, ys))
+
+    def in_range(self, x: float) -> bool:
+        return self.points[0].x <= x <= self.points[-1].x
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        return tuple(sorted({r for p in self.points for r in p.measured.run_ids}))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "quantity": self.quantity, "x_name": self.x_name, "dtype": self.dtype,
+                "backend": self.backend, "monotone": self.monotone, "peak_source": self.peak_source,
+                "interpolation": "piecewise linear in x over the fitted points; end values held outside the range",
+                "points": [p.to_dict() for p in self.points]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "EfficiencyCurve":
+        pts = tuple(CurvePoint.from_dict(p) for p in d["points"])
+        if not pts:
+            raise HarnessError(f"calibration curve {d.get('quantity')!r} of {d.get('device')!r} has no points.")
+        return cls(d["device"], d["quantity"], d["x_name"], d["dtype"], d["backend"], bool(d["monotone"]),
+                   d["peak_source"], pts)
+
+
+@dataclass(frozen=True)
+class LinkFit:
+    """T(S) = α + S/β fitted by weighted least squares over transfer sizes (Chapter 9, §9.2.2)."""
+
+    link: str
+    direction: str
+    memory: str | None
+    alpha_s: Estimate
+    bandwidth_bytes_per_s: Estimate
+    sizes_bytes: tuple[float, ...]
+    median_s: tuple[float, ...]
+    fitted_s: tuple[float, ...]
+    weighting: str
+
+    @property
+    def key(self) -> str:
+        return ":".join(x for x in (self.link, self.direction, self.memory) if x)
+
+    @property
+    def residual_fraction(self) -> tuple[float, ...]:
+        return tuple((m - f) / f for m, f in zip(self.median_s, self.fitted_s))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"link": self.link, "direction": self.direction, "memory": self.memory,
+                "alpha_s": self.alpha_s.to_dict(), "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s.to_dict(),
+                "sizes_bytes": list(self.sizes_bytes), "median_s": list(self.median_s), "fitted_s": list(self.fitted_s),
+                "residual_fraction": list(self.residual_fraction), "weighting": self.weighting}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "LinkFit":
+        return cls(d["link"], d["direction"], d.get("memory"), Estimate.from_dict(d["alpha_s"]),
+                   Estimate.from_dict(d["bandwidth_bytes_per_s"]), tuple(d["sizes_bytes"]), tuple(d["median_s"]),
+                   tuple(d["fitted_s"]), d["weighting"])
+
+
+@dataclass(frozen=True)
+class StageMeasurement:
+    """A measured stage rate from the stage suite: r_P (new tokens/s) or r_D (decode calls/s)."""
+
+    device: str
+    phase: Literal["prefill", "decode"]
+    model: str
+    tokens: int | None  # prefill: L
+    batch: int | None  # decode: B
+    context_tokens: int | None
+    rate: Estimate  # prefill_tokens_per_s or decode_calls_per_s
+    peak_flops_per_s: float | None
+    peak_bytes_per_s: float | None
+    case_id: str
+    useful_flops: float = 0.0  # per call, as the case counted them (the model's own counts)
+    useful_bytes: float = 0.0
+    dtype: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "phase": self.phase, "model": self.model, "tokens": self.tokens,
+                "batch": self.batch, "context_tokens": self.context_tokens, "rate": self.rate.to_dict(),
+                "peak_flops_per_s": self.peak_flops_per_s, "peak_bytes_per_s": self.peak_bytes_per_s,
+                "case_id": self.case_id, "useful_flops": self.useful_flops, "useful_bytes": self.useful_bytes,
+                "dtype": self.dtype}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "StageMeasurement":
+        return cls(d["device"], d["phase"], d["model"], d.get("tokens"), d.get("batch"), d.get("context_tokens"),
+                   Estimate.from_dict(d["rate"]), _f(d.get("peak_flops_per_s")), _f(d.get("peak_bytes_per_s")), d["case_id"],
+                   float(d.get("useful_flops") or 0.0), float(d.get("useful_bytes") or 0.0), str(d.get("dtype", "")))
+
+
+@dataclass(frozen=True)
+class RunRef:
+    run_id: str
+    kind: str
+    status: str
+    created_unix_s: float
+    suites: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "kind": self.kind, "status": self.status,
+                "created_unix_s": self.created_unix_s, "suites": list(self.suites)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunRef":
+        return cls(d["run_id"], d["kind"], d["status"], float(d["created_unix_s"]), tuple(d.get("suites", ())))
+
+
+@dataclass(frozen=True)
+class CalibrationRecord:
+    """Everything `harness calibrate` fitted from one machine's runs."""
+
+    machine: str
+    key_facts: dict[str, Any]
+    runs: tuple[RunRef, ...]
+    seed: int
+    n_bootstrap: int
+    curves: tuple[EfficiencyCurve, ...] = ()
+    links: tuple[LinkFit, ...] = ()
+    cpu_expert_flops_per_s: Estimate | None = None  # C_C (§9.3.2)
+    host_memory_bandwidth_bytes_per_s: Estimate | None = None  # B_D (§9.3.2)
+    storage: dict[str, Estimate] = field(default_factory=dict)  # "read"/"write" -> bytes/s
+    stages: tuple[StageMeasurement, ...] = ()
+    proxy: dict[str, str] = field(default_factory=dict)  # scenario GPU -> measured device standing in for it
+    warnings: tuple[str, ...] = ()
+    created_unix_s: float = 0.0
+    harness_version: str = ""
+
+    def curve(self, device: str, quantity: str, dtype: str | None = None) -> EfficiencyCurve | None:
+        """The curve for a device and quantity, preferring `dtype`, then bf16, fp16, fp32 in that order."""
+        cands = [c for c in self.curves if c.device == device and c.quantity == quantity]
+        for want in (dtype, "bf16", "fp16", "fp32"):
+            for c in cands:
+                if c.dtype == want:
+                    return c
+        return cands[0] if cands else None
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        return tuple(sorted({c.device for c in self.curves} | {s.device for s in self.stages}))
+
+    def link(self, key: str) -> LinkFit | None:
+        for lf in self.links:
+            if key in (lf.key, lf.link, f"{lf.link}:{lf.direction}"):
+                return lf
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "machine": self.machine, "key_facts": self.key_facts, "created_unix_s": self.created_unix_s,
+            "harness_version": self.harness_version, "seed": self.seed, "n_bootstrap": self.n_bootstrap,
+            "runs": [r.to_dict() for r in self.runs], "proxy": self.proxy,
+            "curves": [c.to_dict() for c in self.curves], "links": [lf.to_dict() for lf in self.links],
+            "cpu_expert_flops_per_s": self.cpu_expert_flops_per_s.to_dict() if self.cpu_expert_flops_per_s else None,
+            "host_memory_bandwidth_bytes_per_s": (
+                self.host_memory_bandwidth_bytes_per_s.to_dict() if self.host_memory_bandwidth_bytes_per_s else None
+            ),
+            "storage": {k: v.to_dict() for k, v in self.storage.items()},
+            "stages": [s.to_dict() for s in self.stages], "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CalibrationRecord":
+        est = lambda x: Estimate.from_dict(x) if x else None  # noqa: E731
+        return cls(
+            machine=d["machine"], key_facts=dict(d["key_facts"]), runs=tuple(RunRef.from_dict(r) for r in d["runs"]),
+            seed=int(d["seed"]), n_bootstrap=int(d["n_bootstrap"]),
+            curves=tuple(EfficiencyCurve.from_dict(c) for c in d.get("curves", [])),
+            links=tuple(LinkFit.from_dict(x) for x in d.get("links", [])),
+            cpu_expert_flops_per_s=est(d.get("cpu_expert_flops_per_s")),
+            host_memory_bandwidth_bytes_per_s=est(d.get("host_memory_bandwidth_bytes_per_s")),
+            storage={k: Estimate.from_dict(v) for k, v in d.get("storage", {}).items()},
+            stages=tuple(StageMeasurement.from_dict(s) for s in d.get("stages", [])),
+            proxy=dict(d.get("proxy", {})), warnings=tuple(d.get("warnings", [])),
+            created_unix_s=float(d.get("created_unix_s", 0.0)), harness_version=str(d.get("harness_version", "")),
+        )
