@@ -1,0 +1,89 @@
+"""The nightly history: constants of every night as a parquet dataset partitioned by machine and date.
+
+Layout (hive partitioning, readable by pandas.read_parquet, pyarrow.dataset, DuckDB, Spark):
+
+    history/machine=<machine>/date=<YYYY-MM-DD>/<run_id>.parquet
+
+One file per run, written under a temporary name and renamed, never overwritten (appending the same
+run twice is refused). Columns: COLUMNS of constants.py plus run_id, created_unix_s, kind,
+history_version. HISTORY_VERSION history: 1 — first version.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+
+HISTORY_VERSION = 1
+_SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def history_file(history_dir: str | Path, machine: str, created_unix_s: float, run_id: str) -> Path:
+    for what, v in (("machine", machine), ("run_id", run_id)):
+        if not _SAFE.match(v):
+            raise HarnessError(f"history: {what} {v!r} has characters a partition path cannot hold; use letters, digits, . _ -.")
+    date = time.strftime("%Y-%m-%d", time.gmtime(created_unix_s))
+    return Path(history_dir) / f"machine={machine}" / f"date={date}" / f"{run_id}.parquet"
+
+
+def append_history(history_dir: str | Path, rows: list[dict[str, Any]], *, machine: str, run_id: str,
+                   created_unix_s: float, kind: str = "micro") -> Path | None:
+    """Write one run's constants; returns the file, or None when there were no constants."""
+    import pandas as pd
+
+    if not rows:
+        return None
+    if not (isinstance(created_unix_s, (int, float)) and math.isfinite(created_unix_s) and created_unix_s > 0):
+        raise HarnessError(f"history: created_unix_s must be a positive time, got {created_unix_s!r}.")
+    out = history_file(history_dir, machine, created_unix_s, run_id)
+    if out.exists():
+        raise HarnessError(f"history already holds run {run_id} ({out}); a run is appended once.")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df = pd.DataFrame(rows)
+    df["run_id"] = run_id
+    df["created_unix_s"] = float(created_unix_s)
+    df["kind"] = kind
+    df["history_version"] = HISTORY_VERSION
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, out)
+    return out
+
+
+def contains_run(history_dir: str | Path, run_id: str) -> bool:
+    return any(Path(history_dir).glob(f"machine=*/date=*/{run_id}.parquet"))
+
+
+def load_history(history_dir: str | Path, machine: str | None = None, constants: list[str] | None = None,
+                 since_unix_s: float | None = None) -> Any:
+    """The history as one DataFrame (machine and date columns from the partitions), oldest first."""
+    import pandas as pd
+    import pyarrow.dataset as ds
+
+    root = Path(history_dir)
+    if not root.is_dir() or not any(root.glob("machine=*/date=*/*.parquet")):
+        return pd.DataFrame(columns=["machine", "date", "run_id", "created_unix_s", "constant", "value", "unit", "better",
+                                     "source", "n_samples", "low", "high", "kind", "history_version"])
+    dataset = ds.dataset(str(root), format="parquet", partitioning="hive", exclude_invalid_files=True,
+                         ignore_prefixes=[".", "_"])
+    flt = None
+    for cond in ((ds.field("machine") == machine) if machine else None,
+                 ds.field("constant").isin(constants) if constants else None,
+                 (ds.field("created_unix_s") >= since_unix_s) if since_unix_s is not None else None):
+        if cond is not None:
+            flt = cond if flt is None else flt & cond
+    df = dataset.to_table(filter=flt).to_pandas()
+    newest = int(df["history_version"].max()) if len(df) else HISTORY_VERSION
+    if newest > HISTORY_VERSION:
+        raise HarnessError(f"history {root}: history_version {newest} is newer than this harness understands "
+                           f"({HISTORY_VERSION}); upgrade the harness.")
+    for col in ("machine", "date"):
+        if col in df.columns:
+            df[col] = df[col].astype(str)
+    return df.sort_values(["created_unix_s", "run_id", "constant"], kind="stable").reset_index(drop=True)

@@ -1,0 +1,127 @@
+"""compare: synthetic runs with a known shift are detected, runs without one pass; pairing refuses mixed workloads."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from harness.compare.compare import CompareOptions, compare_runs
+from harness.compare.synthetic import SyntheticLoad, write_synthetic_load_run
+from harness.errors import HarnessError
+
+LATENCY = [f"{f}_{s}_s" for f in ("ttft", "tpot", "itl", "e2e") for s in ("p50", "p90", "p99")]
+
+
+def test_no_shift_passes_every_metric(load_runs):
+    cmp = compare_runs([load_runs["a"], load_runs["b"]])
+    (p,) = cmp.pairs
+    assert {m.metric for m in p.metrics} == {*LATENCY, "output_tokens_per_s", "request_throughput_per_s", "goodput_per_s"}
+    # p99 of 400 requests rests on its 4 largest: no verdict (ITL pools ~12 000 gaps, so its p99 is judged)
+    thin = {m.metric for m in p.metrics if m.verdict == "not enough data"}
+    assert thin == {"ttft_p99_s", "tpot_p99_s", "e2e_p99_s"}
+    assert "needs >= 1000 samples per run" in p.metric("ttft_p99_s").note
+    assert p.counts() == {"no significant change": 12, "not enough data": 3}
+
+
+def test_ttft_shift_detected_and_located(load_runs):
+    (p,) = compare_runs([load_runs["a"], load_runs["slow"]]).pairs
+    for name in ("ttft_p50_s", "ttft_p90_s", "e2e_p50_s"):
+        assert p.metric(name).verdict == "slower", name
+    m = p.metric("ttft_p50_s")
+    assert m.delta.ci_low_rel < 0.25 < m.delta.ci_high_rel  # the injected +25 % lies in the interval
+    assert m.rank.p_value < 1e-6 and m.rank.prob_b_greater > 0.6
+    # nothing about decoding changed
+    for name in ("tpot_p50_s", "itl_p50_s", "output_tokens_per_s"):
+        assert p.metric(name).verdict == "no significant change", name
+
+
+def test_faster_itl_is_faster(load_runs):
+    (p,) = compare_runs([load_runs["a"], load_runs["fast_itl"]]).pairs
+    assert p.metric("itl_p50_s").verdict == "faster"
+    assert p.metric("tpot_p50_s").delta.delta_rel == pytest.approx(-0.2, abs=0.03)
+    assert p.metric("ttft_p50_s").verdict == "no significant change"
+
+
+def test_point_values_equal_the_runs_summary(load_runs):
+    from harness.store import Run
+
+    (p,) = compare_runs([load_runs["a"], load_runs["b"]]).pairs
+    s = Run(load_runs["a"]).json("summary.json")["load"]
+    assert p.metric("ttft_p99_s").delta.a_value == pytest.approx(s["ttft_s"]["p99"])
+    assert p.metric("itl_p50_s").delta.a_value == pytest.approx(s["itl_s"]["p50"])
+    assert p.metric("output_tokens_per_s").delta.a_value == pytest.approx(s["output_tokens_per_s"])
+    assert p.metric("request_throughput_per_s").delta.a_value == pytest.approx(s["request_throughput_per_s"])
+    assert p.metric("goodput_per_s").delta.a_value == pytest.approx(s["goodput_per_s"])
+
+
+def test_same_seed_same_result(load_runs):
+    o = CompareOptions(seed=3)
+    d1 = compare_runs([load_runs["a"], load_runs["slow"]], o).to_dict()
+    d2 = compare_runs([load_runs["a"], load_runs["slow"]], o).to_dict()
+    assert d1["pairs"][0]["metrics"] == d2["pairs"][0]["metrics"]
+
+
+def test_different_workload_refused_with_reason_unless_forced(load_runs):
+    with pytest.raises(HarnessError) as e:
+        compare_runs([load_runs["a"], load_runs["other"]])
+    msg = str(e.value)
+    assert "workload artifact differs" in msg and "synthetic-wo" in msg and "--force" in msg
+    with pytest.raises(HarnessError, match="scenario differs: a has 'synthetic', other_scenario has 'another'"):
+        compare_runs([load_runs["a"], load_runs["other_scenario"]])
+    (p,) = compare_runs([load_runs["a"], load_runs["other"]], CompareOptions(force=True)).pairs
+    assert p.forced_reasons and "workload artifact differs" in p.forced_reasons[0]
+
+
+def test_sweep_pairs_by_artifact(tmp_path):
+    s1 = SyntheticLoad(workload_hash="rate-1", requests=120)
+    s2 = SyntheticLoad(workload_hash="rate-2", requests=120, rate_per_s=8.0)
+    runs = [write_synthetic_load_run(tmp_path, s1, 1, "a1"), write_synthetic_load_run(tmp_path, s2, 2, "a2"),
+            write_synthetic_load_run(tmp_path, s1, 3, "b1"), write_synthetic_load_run(tmp_path, s2, 4, "b2")]
+    cmp = compare_runs(runs)
+    assert [(p.baseline.run_id, p.candidate.run_id) for p in cmp.pairs] == [("a1", "b1"), ("a2", "b2")]
+
+
+def test_needs_two_runs_and_one_kind(load_runs, tmp_path):
+    with pytest.raises(HarnessError, match="at least two runs"):
+        compare_runs([load_runs["a"]])
+    from harness.calibration.synthetic import SyntheticMachine, write_synthetic_run
+
+    micro = write_synthetic_run(tmp_path, SyntheticMachine(suites=("gemm",)), seed=0)
+    with pytest.raises(HarnessError, match="different kinds"):
+        compare_runs([load_runs["a"], micro])
+    with pytest.raises(HarnessError, match="not a run directory"):
+        compare_runs([load_runs["a"], tmp_path / "nope"])
+
+
+def test_micro_runs_compare_cases(tmp_path):
+    from harness.calibration.synthetic import SyntheticMachine, write_synthetic_run
+
+    base = SyntheticMachine(suites=("transfer",), links=(("pcie", "h2d", "pinned", 10e-6, 50e9),))
+    slow = dataclasses.replace(base, links=(("pcie", "h2d", "pinned", 10e-6, 40e9),))  # bandwidth −20 %
+    a = write_synthetic_run(tmp_path / "a", base, seed=1)
+    b = write_synthetic_run(tmp_path / "b", base, seed=2)
+    c = write_synthetic_run(tmp_path / "c", slow, seed=3)
+    (same,) = compare_runs([a, b]).pairs
+    assert set(same.counts()) == {"no significant change"}
+    (p,) = compare_runs([a, c]).pairs
+    big = [m for m in p.metrics if m.metric.endswith("/median_s") and "1073741824" in m.metric]
+    assert big and big[0].verdict == "slower" and big[0].delta.delta_rel == pytest.approx(0.25, abs=0.03)  # 50/40 − 1
+    rates = [m for m in p.metrics if m.metric.endswith("/bytes_per_s") and "1073741824" in m.metric]
+    assert rates and rates[0].verdict == "slower" and rates[0].delta.delta_rel == pytest.approx(-0.2, abs=0.03)
+    # α-dominated small transfers barely move: no verdict
+    tiny = [m for m in p.metrics if m.metric.endswith("/median_s") and m.delta.a_value < 11e-6]
+    assert tiny and all(m.verdict == "no significant change" for m in tiny)
+
+
+def test_interval_coverage_of_a_known_shift_over_seeds(tmp_path):
+    # the 95 % interval of ttft_p50 should cover the true +20 % in most of 10 independent pairs
+    base = SyntheticLoad(requests=150)
+    shifted = dataclasses.replace(base, ttft_median_s=base.ttft_median_s * 1.2)
+    hits = 0
+    for k in range(10):
+        a = write_synthetic_load_run(tmp_path, base, 100 + k, f"a{k}")
+        b = write_synthetic_load_run(tmp_path, shifted, 200 + k, f"b{k}")
+        m = compare_runs([a, b], CompareOptions(n_boot=400)).pairs[0].metric("ttft_p50_s")
+        hits += m.delta.ci_low_rel <= 0.2 <= m.delta.ci_high_rel
+    assert hits >= 8
+    assert np.isfinite(m.delta.delta_rel)

