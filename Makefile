@@ -9,8 +9,12 @@ DECODE_METRICS ?=
 DURATION ?= 60
 RATE ?=
 SUITE ?= all
+MACHINE ?=
+NIGHTLY_FLAGS ?=
+A ?=
+B ?=
 
-.PHONY: install test bench bench-pd plan micro clean
+.PHONY: install test bench bench-pd plan micro calibrate report nightly compare-engines browser-deps clean
 
 $(BIN)/harness: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +38,22 @@ bench-pd: install
 
 micro: install
 	$(BIN)/harness micro run --suite $(SUITE) --quick --out results/
+
+calibrate: install
+	$(BIN)/harness calibrate results/$(MACHINE) --out calibration/
+
+report: install
+	$(BIN)/harness report results/$(MACHINE) --to reports/calibration/
+
+nightly: install
+	$(BIN)/harness nightly $(NIGHTLY_FLAGS) --results results/ --history results/history/ --report-dir reports/nightly/
+
+compare-engines: install
+	$(BIN)/harness compare-engines --a '$(A)' --b '$(B)' --duration-s $(DURATION) --rate $(or $(RATE),1)
+
+# headless Chromium for the report test (Debian packages; the test is skipped without them)
+browser-deps:
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .benchmarks
