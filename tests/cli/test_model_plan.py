@@ -100,5 +100,7 @@ def test_python_m_entry_point_and_usage_error():
 def test_specs_and_list(capsys):
     code, out, _ = run(capsys, "specs", "gpus")
     assert code == 0 and "h200-sxm" in out and "source:" in out
+    code, out, _ = run(capsys, "specs", "cpus")
+    assert code == 0 and "xeon-platinum-8452y" in out and "21.3" in out
     code, out, _ = run(capsys, "model", "list")
     assert code == 0 and "ch9-hetero-pd.toml" in out
