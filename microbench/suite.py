@@ -26,6 +26,11 @@ SUITES: dict[str, str] = {
     "comm": "microbench.comm",
     "moe": "microbench.moe",
     "storage": "microbench.storage",
+    "precision": "microbench.precision",
+    "mixed_step": "microbench.mixed_step",
+    "cuda_graphs": "microbench.cuda_graphs",
+    "allocator": "microbench.allocator",
+    "offload": "microbench.offload",
 }
 
 

@@ -22,6 +22,7 @@ VERBS: dict[str, str] = {
     "compare": "harness.cli.compare",
     "nightly": "harness.cli.nightly",
     "compare-engines": "harness.cli.compare_engines",
+    "sweep": "harness.cli.sweep",
 }
 
 

@@ -5,4 +5,5 @@ RENDERERS: dict[str, str] = {
     "calibration": "harness.report.calibration:render",
     "bench-pd": "harness.report.bench_pd:render",
     "compare": "harness.report.compare:render",
+    "ch19": "harness.report.ch19:render",
 }

@@ -10,7 +10,8 @@ from harness.cli import main
 def test_list_json(capsys):
     assert main(["micro", "list", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert set(data["suites"]) == {"gemm", "decode", "stage", "transfer", "comm", "moe", "storage"}
+    assert set(data["suites"]) == {"gemm", "decode", "stage", "transfer", "comm", "moe", "storage",
+                                   "precision", "mixed_step", "cuda_graphs", "allocator", "offload"}
     assert "torch-cpu" in data["backends"]
 
 
