@@ -17,6 +17,8 @@ VERBS: dict[str, str] = {
     "specs": "harness.cli.specs",
     "calibrate": "harness.cli.calibrate",
     "report": "harness.cli.report",
+    "engine": "harness.cli.engine",
+    "loop": "harness.cli.loop",
     "micro": "harness.cli.micro",
     "bench-pd": "harness.cli.bench",
     "compare": "harness.cli.compare",

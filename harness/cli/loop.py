@@ -1,0 +1,68 @@
+"""Close the loop on the CPU: calibrate host constants, predict llama.cpp with the roofline, measure it, compare.
+
+  harness loop cpu                              Gemma 3 270M on llama.cpp, prompt 512, batches 1,2,4
+  harness loop cpu --quick --reps 1             a fast pass (shorter calibration, one repetition)
+  harness loop cpu --markdown docs/loop-cpu-result.md
+
+Prints predicted vs measured with the error and, for each quantity, which roofline term is wrong
+and by how much; stores the run (kind loop-cpu) under --results. Method: docs/loop-cpu.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.cli._output import print_json
+from harness.errors import HarnessError
+
+
+def _batches(text: str) -> tuple[int, ...]:
+    try:
+        out = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise HarnessError(f"--batches must be comma-separated positive integers such as 1,2,4, got {text!r}.") from None
+    if not out or any(b < 1 for b in out):
+        raise HarnessError(f"--batches must be comma-separated positive integers such as 1,2,4, got {text!r}.")
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("target", choices=["cpu"], help="which loop (cpu: llama.cpp on this host)")
+    parser.add_argument("--config", default="llama-cpp-gemma3-270m", help="llama.cpp engine config (default: %(default)s)")
+    parser.add_argument("--prompt-tokens", type=int, default=512, help="prompt length for prefill and TTFT (default 512)")
+    parser.add_argument("--decode-prompt-tokens", type=int, default=32, help="prompt length of the decode requests (default 32)")
+    parser.add_argument("--output-tokens", type=int, default=64, help="tokens generated per decode request (default 64)")
+    parser.add_argument("--batches", default="1,2,4", help="decode batch sizes = concurrent requests (default 1,2,4)")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of each measurement; the median is reported (default 3)")
+    parser.add_argument("--quick", action="store_true", help="short calibration budget")
+    parser.add_argument("--results", default="results", help="results folder (default: %(default)s)")
+    parser.add_argument("--no-store", action="store_true", help="do not write a run")
+    parser.add_argument("--markdown", default=None, help="also write the report as Markdown to this file")
+    parser.add_argument("--log-dir", default=None, help="where llama-server's log goes (default: a temporary folder)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def main(args: argparse.Namespace) -> int:
+    from harness.engines.cpu_loop import render_markdown, run_loop  # noqa: PLC0415
+
+    rep = run_loop(
+        args.config, prompt_tokens=args.prompt_tokens, decode_prompt_tokens=args.decode_prompt_tokens,
+        output_tokens=args.output_tokens, batches=_batches(args.batches), reps=args.reps, quick=args.quick,
+        results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=["harness", *sys.argv[1:]],
+    )
+    md = render_markdown(rep)
+    if args.markdown:
+        out = Path(args.markdown)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(md)
+        except OSError as exc:
+            raise HarnessError(f"--markdown {args.markdown!r} cannot be written ({exc}); give a writable file path.") from None
+    if args.json:
+        print_json(rep.to_dict())
+    else:
+        print(md, end="")
+    return 0
