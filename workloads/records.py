@@ -10,6 +10,10 @@ Definitions (docs/loadgen.md maps them to vLLM, SGLang, guidellm and AIPerf name
   schedule_lag_s  actual send − intended send (how far the client ran behind its schedule)
 Token counts from usage and from content events are both kept; token_count_mismatch flags a
 difference (a server that packs several tokens per event, or a usage bug).
+Engines that stream their own timing (llama.cpp's "timings") are cross-checked per request:
+  engine_prompt_ms / engine_prompt_n / engine_predicted_ms / engine_predicted_n  as the engine reported them
+  ttft_minus_engine_prompt_s  client TTFT − engine prompt time: queueing, network and client overhead
+  engine_output_tokens_diff   content events − engine predicted_n (0 when both agree)
 """
 
 from __future__ import annotations
@@ -22,7 +26,14 @@ RECORD_COLUMNS = (
     "max_tokens", "prompt_tokens_usage", "output_tokens_usage", "output_tokens_chunks", "token_count_mismatch",
     "usage_missing", "finish_reason", "response_id", "ttft_s", "ttft_from_intended_s", "e2e_s", "e2e_from_intended_s",
     "tpot_s", "itl_mean_s", "schedule_lag_s", "body_bytes",
+    "engine_prompt_ms", "engine_prompt_n", "engine_predicted_ms", "engine_predicted_n",
+    "ttft_minus_engine_prompt_s", "engine_output_tokens_diff",
 )
+
+
+def _num(d: dict | None, key: str) -> float | None:
+    v = d.get(key) if d else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def build_record(item: dict[str, Any], raw: dict[str, Any], *, t0_ns: int, intended_abs_ns: int, worker_index: int) -> dict[str, Any]:
@@ -37,6 +48,10 @@ def build_record(item: dict[str, Any], raw: dict[str, Any], *, t0_ns: int, inten
     tpot = (chunks[-1] - chunks[0]) / 1e9 / (n_out - 1) if n_chunks >= 2 and n_out > 1 else None
     itl_mean = (chunks[-1] - chunks[0]) / 1e9 / (n_chunks - 1) if n_chunks >= 2 else None
     fb = raw["first_byte_ns"]
+    timings = p.engine_timings if p is not None else None
+    prompt_ms = _num(timings, "prompt_ms")
+    pred_n = _num(timings, "predicted_n")
+    ttft = (first_tok - sent) / 1e9 if first_tok is not None else None
     return {
         "request_index": int(item["request_index"]),
         "session_id": int(item["session_id"]),
@@ -61,7 +76,7 @@ def build_record(item: dict[str, Any], raw: dict[str, Any], *, t0_ns: int, inten
         "usage_missing": o_usage is None,
         "finish_reason": p.finish_reason if p is not None else None,
         "response_id": p.response_id if p is not None else None,
-        "ttft_s": (first_tok - sent) / 1e9 if first_tok is not None else None,
+        "ttft_s": ttft,
         "ttft_from_intended_s": (first_tok - intended_abs_ns) / 1e9 if first_tok is not None else None,
         "e2e_s": (raw["ended_ns"] - sent) / 1e9,
         "e2e_from_intended_s": (raw["ended_ns"] - intended_abs_ns) / 1e9,
@@ -69,6 +84,12 @@ def build_record(item: dict[str, Any], raw: dict[str, Any], *, t0_ns: int, inten
         "itl_mean_s": itl_mean,
         "schedule_lag_s": (sent - intended_abs_ns) / 1e9,
         "body_bytes": raw["body_bytes"],
+        "engine_prompt_ms": prompt_ms,
+        "engine_prompt_n": _num(timings, "prompt_n"),
+        "engine_predicted_ms": _num(timings, "predicted_ms"),
+        "engine_predicted_n": pred_n,
+        "ttft_minus_engine_prompt_s": ttft - prompt_ms / 1e3 if ttft is not None and prompt_ms is not None else None,
+        "engine_output_tokens_diff": n_chunks - int(pred_n) if pred_n is not None else None,
     }
 
 

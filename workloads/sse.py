@@ -24,6 +24,9 @@ class StreamParse:
     response_id: str | None = None
     malformed: str | None = None  # first malformed event, shortened
     server_error: str | None = None  # an {"error": ...} event in the stream
+    # the engine's own timing of this request, when it streams one (llama.cpp's final event carries
+    # "timings": prompt_n, prompt_ms, predicted_n, predicted_ms); used to cross-check client TTFT
+    engine_timings: dict | None = None
 
 
 def _has_text(obj: dict, chat: bool) -> tuple[bool, str | None]:
@@ -44,7 +47,8 @@ class SSEParser:
     completes are decoded right then, so decoding cost is spread over the stream instead of landing in
     one block at its end (which would delay the timestamps of every other stream on the client)."""
 
-    __slots__ = ("chat", "buf", "content_ns", "events", "done", "finish", "rid", "malformed", "server_error", "p_usage", "o_usage")
+    __slots__ = ("chat", "buf", "content_ns", "events", "done", "finish", "rid", "malformed", "server_error", "p_usage", "o_usage",
+                 "timings")
 
     def __init__(self, chat: bool):
         self.chat = chat
@@ -54,6 +58,7 @@ class SSEParser:
         self.done = False
         self.finish = self.rid = self.malformed = self.server_error = None
         self.p_usage = self.o_usage = None
+        self.timings = None
 
     def feed(self, piece: bytes, t_ns: int) -> None:
         if self.done:
@@ -105,6 +110,9 @@ class SSEParser:
             self.content_ns.append(t_ns)
         if fin:
             self.finish = fin
+        t = obj.get("timings")
+        if isinstance(t, dict):
+            self.timings = t
         u = obj.get("usage")
         if isinstance(u, dict):
             self.p_usage = u.get("prompt_tokens", self.p_usage)
@@ -112,7 +120,7 @@ class SSEParser:
 
     def result(self) -> StreamParse:
         return StreamParse(self.content_ns, self.events, self.done, self.finish, self.p_usage, self.o_usage, self.rid,
-                           self.malformed, self.server_error)
+                           self.malformed, self.server_error, self.timings)
 
 
 def parse_stream(body: bytes, piece_ends: list[int], piece_ns: list[int], chat: bool) -> StreamParse:

@@ -54,6 +54,8 @@ class LoadSummary:
     usage_missing: int
     valid: bool
     invalid_reasons: list[str] = field(default_factory=list)
+    # per-request cross-check against the engine's own timings (None when the engine streams none)
+    engine_crosscheck: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -126,4 +128,19 @@ def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOption
         token_count_mismatches=int(df["token_count_mismatch"].sum()) if n_total else 0,
         usage_missing=int(df.loc[df["error_class"] == "ok", "usage_missing"].sum()) if n_total else 0,
         valid=not reasons, invalid_reasons=reasons,
+        engine_crosscheck=_engine_crosscheck(ok),
     )
+
+
+def _engine_crosscheck(ok: Any) -> dict[str, Any] | None:
+    """Client TTFT against the engine's prompt time, and streamed tokens against its predicted_n."""
+    if not len(ok) or "engine_prompt_ms" not in ok.columns or ok["engine_prompt_ms"].isna().all():
+        return None
+    diff = ok["engine_output_tokens_diff"].dropna()
+    return {
+        "requests": int(ok["engine_prompt_ms"].notna().sum()),
+        "ttft_minus_engine_prompt_s": _pcts(ok["ttft_minus_engine_prompt_s"].dropna().tolist()),
+        "engine_prompt_s": _pcts((ok["engine_prompt_ms"].dropna() / 1e3).tolist()),
+        "output_tokens_diff_nonzero": int((diff != 0).sum()),
+        "output_tokens_diff_max_abs": int(diff.abs().max()) if len(diff) else None,
+    }

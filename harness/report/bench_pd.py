@@ -243,6 +243,12 @@ def render(run: Any, out_dir: str | Path) -> list[Path]:
         ("errors", ", ".join(f"{k}: {v}" for k, v in summary["errors_by_class"].items() if k != "ok") or "none", ""),
         ("token counts (usage vs chunks)", f"{summary['token_count_mismatches']} mismatches, {summary['usage_missing']} without usage", ""),
     ]
+    cc = summary.get("engine_crosscheck")
+    if cc:
+        rows.append(("client TTFT − engine prompt time (per request)",
+                     f"p50 {_ms(cc['ttft_minus_engine_prompt_s']['p50'])}, p99 {_ms(cc['ttft_minus_engine_prompt_s']['p99'])}",
+                     f"{cc['requests']} requests with engine timings; engine prompt time p50 {_ms(cc['engine_prompt_s']['p50'])}; "
+                     f"streamed vs engine-counted output tokens differ in {cc['output_tokens_diff_nonzero']}"))
     if terr:
         rows.append(("client TTFT timing error vs target emit log", f"p50 {_ms(terr['p50_s'])}, p99 {_ms(terr['p99_s'])}, max {_ms(terr['max_s'])}",
                      f"{terr['count']} requests matched by response id"))
