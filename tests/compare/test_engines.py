@@ -99,5 +99,7 @@ def test_two_llama_cpp_configurations(tmp_path, capsys):
     assert pair["baseline"]["engine"]["name"] == "llama.cpp" and pair["baseline"]["engine"].get("version")
     m = {x["metric"]: x for x in pair["metrics"]}
     assert m["ttft_p50_s"]["n_a"] >= 15 and m["ttft_p50_s"]["n_b"] >= 15
-    assert m["ttft_p90_s"]["verdict"] == "faster", m["ttft_p90_s"]
+    # 8 s at 3 req/s is too few requests for a p90 verdict (10 samples beyond the percentile); the median must move
+    assert m["ttft_p90_s"]["verdict"] == "not enough data"
+    assert m["ttft_p50_s"]["verdict"] == "faster", m["ttft_p50_s"]
     assert (tmp_path / "report" / "index.html").is_file()
