@@ -26,7 +26,7 @@ from harness.units import dtype_bytes
 from microbench.backends import Backend
 from microbench.case import CaseResult, Skip, Work
 from microbench.suite import Item, Planned, SuiteContext
-from microbench.timing import measurement_from_samples
+from microbench.timing import capture_graph, measurement_from_samples
 from microbench.transformer import TINY, RandomDecoder
 
 NAME = "cuda_graphs"
@@ -45,19 +45,10 @@ def static_step(d: RandomDecoder, ids: Any, pos: Any, batch: int, context: int) 
 
 def capture_cuda(torch: Any, fn: Callable[[], Any]) -> tuple[Any, float]:
     """Side-stream warm-up then capture into a new CUDAGraph; returns (graph, wall seconds)."""
-    cuda = torch.cuda
-    cuda.synchronize()
+    torch.cuda.synchronize()
     t0 = time.perf_counter()
-    side = cuda.Stream()
-    side.wait_stream(cuda.current_stream())
-    with cuda.stream(side):
-        for _ in range(3):
-            fn()
-    cuda.current_stream().wait_stream(side)
-    g = cuda.CUDAGraph()
-    with cuda.graph(g):
-        fn()
-    cuda.synchronize()
+    g = capture_graph(torch, fn)
+    torch.cuda.synchronize()
     return g, time.perf_counter() - t0
 
 

@@ -184,6 +184,22 @@ def time_cpu(fn: Callable[[], Any], policy: TimingPolicy = FULL, *, flush: Calla
     return measurement_from_samples(samples, inner, "perf_counter_ns", policy)
 
 
+def capture_graph(torch: Any, fn: Callable[[], Any], calls: int = 1) -> Any:
+    """Warm `fn` up on a side stream (three calls), then capture `calls` calls of it into a new CUDA graph."""
+    cuda = torch.cuda
+    side = cuda.Stream()
+    side.wait_stream(cuda.current_stream())
+    with cuda.stream(side):
+        for _ in range(3):
+            fn()
+    cuda.current_stream().wait_stream(side)
+    graph = cuda.CUDAGraph()
+    with cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    return graph
+
+
 def time_cuda(fn: Callable[[], Any], torch: Any, policy: TimingPolicy = FULL, *, flush: Callable[[], Any] | None = None,
               allow_graph: bool = True) -> Measurement:
     """Time `fn` with CUDA events on the current stream; tiny calls are replayed from a CUDA graph."""
@@ -208,16 +224,7 @@ def time_cuda(fn: Callable[[], Any], torch: Any, policy: TimingPolicy = FULL, *,
     timer = "cuda-events"
     if allow_graph and call_s < policy.graph_below_s:
         try:
-            side = cuda.Stream()
-            side.wait_stream(cuda.current_stream())
-            with cuda.stream(side):
-                for _ in range(3):
-                    fn()
-            cuda.current_stream().wait_stream(side)
-            graph = cuda.CUDAGraph()
-            with cuda.graph(graph):
-                for _ in range(inner):
-                    fn()
+            graph = capture_graph(torch, fn, inner)
             graph.replay()
             cuda.synchronize()
             timer = "cuda-graph+events"

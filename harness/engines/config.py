@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness.engines import ENGINES
 from harness.errors import HarnessError
+from harness.validation_errors import error_lines
 
 ENGINE_CONFIG_SCHEMA_VERSION = 1
 # Format history: 1 — first version (model, server, startup, one engine section, pd).
@@ -145,30 +146,6 @@ def engine_module(engine: str) -> Any:
     return importlib.import_module(ENGINES[engine])
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-def _errors(source: str, exc: ValidationError, prefix: str = "") -> list[str]:
-    lines = []
-    for err in exc.errors():
-        loc = _loc(tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))))
-        loc = f"{prefix}.{loc}" if prefix and loc != "(top level)" else (prefix or loc)
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "missing":
-            lines.append(f"  {loc}: missing; add this field (see docs/engines.md)")
-        elif err["type"] == "extra_forbidden":
-            lines.append(f"  {loc}: unknown field (value {err.get('input')!r}); remove it or check its spelling in docs/engines.md")
-        else:
-            val = err.get("input")
-            shown = "" if isinstance(val, dict) else f" (got {val!r})"
-            lines.append(f"  {loc}: {msg}{shown}")
-    return lines
-
-
 def _invalid(source: str, lines: list[str]) -> HarnessError:
     return HarnessError("\n".join([f"engine config {source} is invalid:", *lines]))
 
@@ -189,14 +166,14 @@ def parse_engine_config(data: dict, source: str = "<dict>") -> EngineConfig:
     try:
         base = EngineConfigBase.model_validate(rest)
     except ValidationError as exc:
-        lines += _errors(source, exc)
+        lines += error_lines(exc, "docs/engines.md")
     if not isinstance(section, dict):
         lines.append(f"  {mod.SECTION}: must be a table ([{mod.SECTION}]), got {section!r}")
     else:
         try:
             options = mod.Options.model_validate(section)
         except ValidationError as exc:
-            lines += _errors(source, exc, mod.SECTION)
+            lines += error_lines(exc, "docs/engines.md", mod.SECTION)
     mode = data.get("mode", "single")
     if mode == "pd":
         if mod.PdOptions is None:
@@ -207,7 +184,7 @@ def parse_engine_config(data: dict, source: str = "<dict>") -> EngineConfig:
             try:
                 pd = mod.PdOptions.model_validate(pd_raw)
             except ValidationError as exc:
-                lines += _errors(source, exc, "pd")
+                lines += error_lines(exc, "docs/engines.md", "pd")
     elif pd_raw is not None:
         lines.append(f"  pd: a [pd] section needs mode = \"pd\" (mode is {mode!r}); set the mode or remove the section")
     if lines:

@@ -12,17 +12,16 @@ Needs GPUs: here it is validated and printed (`harness engine CONFIG --dry-run`)
 
 from __future__ import annotations
 
-import importlib.metadata
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
-from harness.engines.config import EngineConfig, FixedPort, Strict, port_and_gpu_conflicts
-from harness.engines.launcher import LaunchPlan, ProcessSpec, free_port
+from harness.engines import gpu_server
+from harness.engines.config import EngineConfig, FixedPort, Strict
+from harness.engines.gpu_server import GpuList, check_launch, plan_launch
+from harness.engines.launcher import LaunchPlan
 
 SECTION = "sglang"
-
-GpuList = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
 
 
 class Options(Strict):
@@ -65,40 +64,21 @@ DEFAULT_BOOTSTRAP_PORT = 8998
 
 
 def check(cfg: EngineConfig) -> list[str]:
-    out: list[str] = []
-    b = cfg.base
     o: Options = cfg.options  # type: ignore[assignment]
-    if b.model.gguf_package:
-        out.append(f"model.gguf_package: SGLang loads a Hugging Face model (got {b.model.gguf_package!r}); give model.hf_id or model.path")
-    if b.mode == "single":
-        if len(o.gpus) != o.tp_size:
-            out.append(f"sglang.gpus: {len(o.gpus)} GPU(s) {o.gpus} but tp_size = {o.tp_size}; give one GPU per rank")
-        out += port_and_gpu_conflicts({"server.port": b.server.port}, {"sglang.gpus": o.gpus})
-        return out
-    pd: PdOptions = cfg.pd  # type: ignore[assignment]
-    if not b.server.port:
-        out.append("server.port: the router's port must be fixed in pd mode (got 0); give a port such as 8000")
-    ports: dict[str, int] = {"server.port": b.server.port}
-    gpus: dict[str, list[int]] = {}
-    for role, workers in (("prefill", pd.prefill), ("decode", pd.decode)):
-        for i, w in enumerate(workers):
-            where = f"pd.{role}[{i}]"
-            if len(w.gpus) != o.tp_size:
-                out.append(f"{where}.gpus: {len(w.gpus)} GPU(s) {w.gpus} but sglang.tp_size = {o.tp_size}; give one GPU per rank")
-            if role == "decode" and w.bootstrap_port is not None:
-                out.append(f"{where}.bootstrap_port: only prefill workers have a bootstrap port (got {w.bootstrap_port}); remove it")
-            ports[f"{where}.port"] = w.port
-            if role == "prefill":
-                ports[f"{where}.bootstrap_port"] = w.bootstrap_port or DEFAULT_BOOTSTRAP_PORT
-            gpus[f"{where}.gpus"] = w.gpus
-    return out + port_and_gpu_conflicts(ports, gpus)
+
+    def worker_ports(role: str, where: str, w: Worker) -> tuple[list[str], dict[str, int]]:
+        problems = []
+        if role == "decode" and w.bootstrap_port is not None:
+            problems.append(f"{where}.bootstrap_port: only prefill workers have a bootstrap port (got {w.bootstrap_port}); remove it")
+        ports = {f"{where}.bootstrap_port": w.bootstrap_port or DEFAULT_BOOTSTRAP_PORT} if role == "prefill" else {}
+        return problems, ports
+
+    return check_launch(cfg, section=SECTION, engine_title="SGLang", ranks=o.tp_size, ranks_label="tp_size",
+                        pd_ranks_label="sglang.tp_size", worker_ports=worker_ports)
 
 
 def installed_version() -> str | None:
-    try:
-        return importlib.metadata.version("sglang")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    return gpu_server.installed_version("sglang")
 
 
 def server_args(cfg: EngineConfig, host: str, port: str) -> list[str]:
@@ -121,51 +101,20 @@ def server_args(cfg: EngineConfig, host: str, port: str) -> list[str]:
     return argv
 
 
-def _cuda(gpus: list[int]) -> str:
-    return ",".join(str(g) for g in gpus)
-
-
 def plan(cfg: EngineConfig, *, resolve: bool = True, port: int | None = None) -> LaunchPlan:
     o: Options = cfg.options  # type: ignore[assignment]
-    b = cfg.base
-    host = b.server.host
-    extra = list(b.server.extra_args)
-    info: dict[str, Any] = {"name": "sglang", "version": installed_version(), "flags": o.model_dump(),
-                            "model": b.model.hf_id or b.model.path}
-    procs: list[ProcessSpec] = []
-    if b.mode == "single":
-        p = port if port is not None else (b.server.port or (free_port(host) if resolve else 0))
-        argv = server_args(cfg, host, str(p) if p else "<free port>") + extra
-        procs.append(ProcessSpec("server", tuple(argv), host, p, {**b.server.env, "CUDA_VISIBLE_DEVICES": _cuda(o.gpus)},
-                                 metrics_path="/metrics" if o.enable_metrics else None))
-        endpoint = procs[0].base_url
-    else:
+
+    def pd_worker(role: str, w: Worker) -> tuple[list[str], dict[str, str]]:
         pd: PdOptions = cfg.pd  # type: ignore[assignment]
-        info["pd"] = pd.model_dump()
-        for role, workers in (("prefill", pd.prefill), ("decode", pd.decode)):
-            for i, w in enumerate(workers):
-                argv = server_args(cfg, host, str(w.port)) + [
-                    "--disaggregation-mode", role, "--disaggregation-transfer-backend", pd.transfer_backend]
-                if role == "prefill":
-                    argv += ["--disaggregation-bootstrap-port", str(w.bootstrap_port or DEFAULT_BOOTSTRAP_PORT)]
-                if pd.ib_device:
-                    argv += ["--disaggregation-ib-device", pd.ib_device]
-                procs.append(ProcessSpec(f"{role}-{i}", tuple(argv + extra), host, w.port,
-                                         {**b.server.env, "CUDA_VISIBLE_DEVICES": _cuda(w.gpus)},
-                                         metrics_path="/metrics" if o.enable_metrics else None))
-        rport = port if port is not None else b.server.port
-        router = [*pd.router.command, "--pd-disaggregation"]
-        for w in pd.prefill:
-            router += ["--prefill", f"http://{host}:{w.port}", str(w.bootstrap_port or DEFAULT_BOOTSTRAP_PORT)]
-        for w in pd.decode:
-            router += ["--decode", f"http://{host}:{w.port}"]
-        router += ["--host", host, "--port", str(rport), "--policy", pd.router.policy]
-        procs.append(ProcessSpec("router", tuple(router), host, rport, dict(b.server.env)))
-        endpoint = procs[-1].base_url
-    return LaunchPlan(
-        config_name=cfg.name, engine=cfg.engine, mode=b.mode, processes=tuple(procs), endpoint=endpoint,
-        served_name=cfg.served_name, engine_info=info,
-        startup_timeout_s=b.startup.timeout_s, poll_interval_s=b.startup.poll_interval_s,
-        stop_timeout_s=b.startup.stop_timeout_s, probe_prompt=b.startup.probe_prompt,
-        probe_max_tokens=b.startup.probe_max_tokens,
+        flags = ["--disaggregation-mode", role, "--disaggregation-transfer-backend", pd.transfer_backend]
+        if role == "prefill":
+            flags += ["--disaggregation-bootstrap-port", str(w.bootstrap_port or DEFAULT_BOOTSTRAP_PORT)]
+        if pd.ib_device:
+            flags += ["--disaggregation-ib-device", pd.ib_device]
+        return flags, {}
+
+    return plan_launch(
+        cfg, resolve=resolve, port=port, version=installed_version(),
+        server_argv=lambda host, p: server_args(cfg, host, p), metrics_path="/metrics" if o.enable_metrics else None,
+        pd_worker=pd_worker, router_prefill_args=lambda w: [str(w.bootstrap_port or DEFAULT_BOOTSTRAP_PORT)],
     )

@@ -10,18 +10,17 @@ Needs GPUs: here it is validated and printed (`harness engine CONFIG --dry-run`)
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
-from harness.engines.config import EngineConfig, FixedPort, Strict, port_and_gpu_conflicts
-from harness.engines.launcher import LaunchPlan, ProcessSpec, free_port
+from harness.engines import gpu_server
+from harness.engines.config import EngineConfig, FixedPort, Strict
+from harness.engines.gpu_server import GpuList, check_launch, plan_launch
+from harness.engines.launcher import LaunchPlan
 
 SECTION = "vllm"
-
-GpuList = Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
 
 
 class Options(Strict):
@@ -62,44 +61,18 @@ class PdOptions(Strict):
 
 
 def check(cfg: EngineConfig) -> list[str]:
-    out: list[str] = []
-    b = cfg.base
     o: Options = cfg.options  # type: ignore[assignment]
-    if b.model.gguf_package:
-        out.append(f"model.gguf_package: vLLM loads a Hugging Face model (got {b.model.gguf_package!r}); give model.hf_id or model.path")
-    per_worker = o.tensor_parallel_size * o.pipeline_parallel_size
-    if b.mode == "single":
-        if len(o.gpus) != per_worker:
-            out.append(
-                f"vllm.gpus: {len(o.gpus)} GPU(s) {o.gpus} but tensor_parallel_size × pipeline_parallel_size = {per_worker}; "
-                "give one GPU per rank"
-            )
-        out += port_and_gpu_conflicts({"server.port": b.server.port}, {"vllm.gpus": o.gpus})
-        return out
-    pd: PdOptions = cfg.pd  # type: ignore[assignment]
-    if not b.server.port:
-        out.append("server.port: the router's port must be fixed in pd mode (got 0); give a port such as 8000")
-    ports: dict[str, int] = {"server.port": b.server.port}
-    gpus: dict[str, list[int]] = {}
-    for role, workers in (("prefill", pd.prefill), ("decode", pd.decode)):
-        for i, w in enumerate(workers):
-            where = f"pd.{role}[{i}]"
-            if len(w.gpus) != per_worker:
-                out.append(
-                    f"{where}.gpus: {len(w.gpus)} GPU(s) {w.gpus} but tensor_parallel_size × pipeline_parallel_size = "
-                    f"{per_worker}; give one GPU per rank"
-                )
-            ports[f"{where}.port"] = w.port
-            ports[f"{where}.side_channel_port"] = w.side_channel_port
-            gpus[f"{where}.gpus"] = w.gpus
-    return out + port_and_gpu_conflicts(ports, gpus)
+
+    def worker_ports(role: str, where: str, w: Worker) -> tuple[list[str], dict[str, int]]:
+        return [], {f"{where}.side_channel_port": w.side_channel_port}
+
+    ranks_label = "tensor_parallel_size × pipeline_parallel_size"
+    return check_launch(cfg, section=SECTION, engine_title="vLLM", ranks=o.tensor_parallel_size * o.pipeline_parallel_size,
+                        ranks_label=ranks_label, pd_ranks_label=ranks_label, worker_ports=worker_ports)
 
 
 def installed_version() -> str | None:
-    try:
-        return importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    return gpu_server.installed_version("vllm")
 
 
 def serve_args(cfg: EngineConfig, host: str, port: str) -> list[str]:
@@ -125,49 +98,21 @@ def serve_args(cfg: EngineConfig, host: str, port: str) -> list[str]:
     return argv
 
 
-def _cuda(gpus: list[int]) -> str:
-    return ",".join(str(g) for g in gpus)
+def kv_transfer_config(pd: PdOptions) -> str:
+    """The `--kv-transfer-config` JSON of every pd worker."""
+    kv = {"kv_connector": pd.kv_connector, "kv_role": "kv_both"}
+    if pd.kv_buffer_device != "cuda":
+        kv["kv_buffer_device"] = pd.kv_buffer_device
+    return json.dumps(kv, separators=(",", ":"))
 
 
 def plan(cfg: EngineConfig, *, resolve: bool = True, port: int | None = None) -> LaunchPlan:
-    o: Options = cfg.options  # type: ignore[assignment]
-    b = cfg.base
-    host = b.server.host
-    extra = list(b.server.extra_args)
-    info: dict[str, Any] = {"name": "vllm", "version": installed_version(), "flags": o.model_dump(),
-                            "model": b.model.hf_id or b.model.path}
-    procs: list[ProcessSpec] = []
-    if b.mode == "single":
-        p = port if port is not None else (b.server.port or (free_port(host) if resolve else 0))
-        argv = serve_args(cfg, host, str(p) if p else "<free port>") + extra
-        procs.append(ProcessSpec("server", tuple(argv), host, p, {**b.server.env, "CUDA_VISIBLE_DEVICES": _cuda(o.gpus)},
-                                 metrics_path="/metrics"))
-        endpoint = procs[0].base_url
-    else:
+    def pd_worker(role: str, w: Worker) -> tuple[list[str], dict[str, str]]:
         pd: PdOptions = cfg.pd  # type: ignore[assignment]
-        kv = {"kv_connector": pd.kv_connector, "kv_role": "kv_both"}
-        if pd.kv_buffer_device != "cuda":
-            kv["kv_buffer_device"] = pd.kv_buffer_device
-        kv_json = json.dumps(kv, separators=(",", ":"))
-        info["pd"] = pd.model_dump()
-        for role, workers in (("prefill", pd.prefill), ("decode", pd.decode)):
-            for i, w in enumerate(workers):
-                argv = serve_args(cfg, host, str(w.port)) + ["--kv-transfer-config", kv_json] + extra
-                env = {**b.server.env, "CUDA_VISIBLE_DEVICES": _cuda(w.gpus), "VLLM_NIXL_SIDE_CHANNEL_PORT": str(w.side_channel_port)}
-                procs.append(ProcessSpec(f"{role}-{i}", tuple(argv), host, w.port, env, metrics_path="/metrics"))
-        rport = port if port is not None else b.server.port
-        router = [*pd.router.command, "--pd-disaggregation"]
-        for w in pd.prefill:
-            router += ["--prefill", f"http://{host}:{w.port}"]
-        for w in pd.decode:
-            router += ["--decode", f"http://{host}:{w.port}"]
-        router += ["--host", host, "--port", str(rport), "--policy", pd.router.policy]
-        procs.append(ProcessSpec("router", tuple(router), host, rport, dict(b.server.env)))
-        endpoint = procs[-1].base_url
-    return LaunchPlan(
-        config_name=cfg.name, engine=cfg.engine, mode=b.mode, processes=tuple(procs), endpoint=endpoint,
-        served_name=cfg.served_name, engine_info=info,
-        startup_timeout_s=b.startup.timeout_s, poll_interval_s=b.startup.poll_interval_s,
-        stop_timeout_s=b.startup.stop_timeout_s, probe_prompt=b.startup.probe_prompt,
-        probe_max_tokens=b.startup.probe_max_tokens,
+        return ["--kv-transfer-config", kv_transfer_config(pd)], {"VLLM_NIXL_SIDE_CHANNEL_PORT": str(w.side_channel_port)}
+
+    return plan_launch(
+        cfg, resolve=resolve, port=port, version=installed_version(),
+        server_argv=lambda host, p: serve_args(cfg, host, p), metrics_path="/metrics",
+        pd_worker=pd_worker, router_prefill_args=lambda w: [],
     )

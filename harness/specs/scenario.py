@@ -5,7 +5,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 import importlib
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -14,6 +14,7 @@ from harness.specs.gpus import GPUS
 from harness.specs.links import DEFAULT_STARTUP_LATENCY_S, LINKS
 from harness.specs.models import MODELS
 from harness.units import DTYPE_BYTES
+from harness.validation_errors import error_lines
 
 SCENARIO_SCHEMA_VERSION = 1
 # Format history: 1 — first version (workload, pools, link, efficiency, startup, cost,
@@ -202,29 +203,6 @@ class Scenario(_Strict):
         return self
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-def _format_errors(source: str, exc: ValidationError) -> str:
-    lines = [f"scenario {source} is invalid:"]
-    for err in exc.errors():
-        loc = _loc(tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))))
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "missing":
-            lines.append(f"  {loc}: missing; add this field (see docs/scenarios.md)")
-        elif err["type"] == "extra_forbidden":
-            lines.append(f"  {loc}: unknown field (value {err.get('input')!r}); remove it or check its spelling in docs/scenarios.md")
-        else:
-            val = err.get("input")
-            shown = "" if isinstance(val, dict) else f" (got {val!r})"
-            lines.append(f"  {loc}: {msg}{shown}")
-    return "\n".join(lines)
-
-
 M = TypeVar("M", bound=BaseModel)
 
 # scenario kind -> "module:Class" of its pydantic model; extensions add one line each
@@ -245,7 +223,7 @@ def validate_model(cls: type[M], data: dict, source: str) -> M:
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
-        raise HarnessError(_format_errors(source, exc)) from None
+        raise HarnessError("\n".join([f"scenario {source} is invalid:", *error_lines(exc, "docs/scenarios.md")])) from None
 
 
 def load_toml(path: str | Path) -> dict:

@@ -10,12 +10,12 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from harness.errors import HarnessError
 
+from harness.specs._scenario_common import NonNegInt, PosInt, VersionedScenario, check_known, check_model
 from harness.specs.cpus import CPUS, CPU_KERNELS, NUMA_PATHS
 from harness.specs.gpus import GPUS
 from harness.specs.links import LINKS
 from harness.specs.models import MODELS
 from harness.specs.scenario import (
-    SCENARIO_SCHEMA_VERSION,
     EfficiencyPair,
     LinkSection,
     NonNegFloat,
@@ -28,37 +28,6 @@ from harness.units import DTYPE_BYTES
 
 M = TypeVar("M", bound=BaseModel)
 
-PosInt = Annotated[int, Field(ge=1)]
-NonNegInt = Annotated[int, Field(ge=0)]
-
-
-def _check(v: str, known, what: str) -> str:
-    if v not in known:
-        raise ValueError(f"unknown {what} {v!r}; known: {', '.join(known)}")
-    return v
-
-
-def _model(v: str) -> str:
-    if v not in MODELS and not v.endswith(".json"):
-        raise ValueError(f"unknown model {v!r}; known: {', '.join(MODELS)}, or a path to a Hugging Face config.json")
-    return v
-
-
-class _Versioned(_Strict):
-    schema_version: int = SCENARIO_SCHEMA_VERSION
-    name: str
-    description: str = ""
-    source: str = ""
-
-    @model_validator(mode="after")
-    def _version(self):
-        if self.schema_version > SCENARIO_SCHEMA_VERSION:
-            raise ValueError(
-                f"schema_version {self.schema_version} is newer than this harness understands "
-                f"({SCENARIO_SCHEMA_VERSION}); upgrade the harness"
-            )
-        return self
-
 
 class ExpertSection(_Strict):
     """Which model's routed expert, at which weight and activation width."""
@@ -67,8 +36,8 @@ class ExpertSection(_Strict):
     weight_dtype: str = "bf16"
     activation_dtype: str = "bf16"
 
-    _m = field_validator("model")(classmethod(lambda cls, v: _model(v)))
-    _d = field_validator("weight_dtype", "activation_dtype")(classmethod(lambda cls, v: _check(v, DTYPE_BYTES, "dtype")))
+    _m = field_validator("model")(classmethod(lambda cls, v: check_model(v)))
+    _d = field_validator("weight_dtype", "activation_dtype")(classmethod(lambda cls, v: check_known(v, DTYPE_BYTES, "dtype")))
 
 
 # ---------------------------------------------------------------- experts-cpu-gpu (§9.3.2–9.3.3)
@@ -79,14 +48,14 @@ class CpuSection(_Strict):
     kernels: Annotated[list[Literal["avx512", "amx"]], Field(min_length=1)] = ["avx512", "amx"]
     numa: Annotated[list[Literal["local", "remote"]], Field(min_length=1)] = ["local", "remote"]
 
-    _s = field_validator("spec")(classmethod(lambda cls, v: _check(v, CPUS, "CPU")))
+    _s = field_validator("spec")(classmethod(lambda cls, v: check_known(v, CPUS, "CPU")))
 
 
 class GpuSection(_Strict):
     spec: str = "a100-40gb-pcie"
     efficiency: EfficiencyPair = EfficiencyPair()
 
-    _s = field_validator("spec")(classmethod(lambda cls, v: _check(v, GPUS, "GPU")))
+    _s = field_validator("spec")(classmethod(lambda cls, v: check_known(v, GPUS, "GPU")))
 
 
 class BatchSection(_Strict):
@@ -103,15 +72,15 @@ class CapacitySection(_Strict):
     batch_tokens: NonNegInt = 64
     balance_weight_dtypes: list[str] = ["bf16", "int8"]  # exercise 9-3: the balance point per weight width
 
-    _g = field_validator("gpu")(classmethod(lambda cls, v: _check(v, GPUS, "GPU")))
+    _g = field_validator("gpu")(classmethod(lambda cls, v: check_known(v, GPUS, "GPU")))
 
     @field_validator("balance_weight_dtypes")
     @classmethod
     def _dtypes(cls, v: list[str]) -> list[str]:
-        return [_check(x, DTYPE_BYTES, "dtype") for x in v]
+        return [check_known(x, DTYPE_BYTES, "dtype") for x in v]
 
 
-class ExpertsCpuGpuScenario(_Versioned):
+class ExpertsCpuGpuScenario(VersionedScenario):
     """Example 9.3 and §9.3.3: CPU vs GPU expert execution, crossovers, balance points, capacity, reuse."""
 
     kind: Literal["experts-cpu-gpu"] = "experts-cpu-gpu"
@@ -149,8 +118,8 @@ class AfSection(_Strict):
     prefill_tokens: PosInt = 8192
     startup_sweep_s: list[NonNegFloat] = [1e-6, 5e-6, 20e-6]  # exercise 9-4: one transfer vs N of the same total
 
-    _m = field_validator("model")(classmethod(lambda cls, v: _model(v)))
-    _d = field_validator("activation_dtype")(classmethod(lambda cls, v: _check(v, DTYPE_BYTES, "dtype")))
+    _m = field_validator("model")(classmethod(lambda cls, v: check_model(v)))
+    _d = field_validator("activation_dtype")(classmethod(lambda cls, v: check_known(v, DTYPE_BYTES, "dtype")))
 
 
 class StatesSection(_Strict):
@@ -164,9 +133,9 @@ class StatesSection(_Strict):
     @field_validator("models")
     @classmethod
     def _models(cls, v: list[str]) -> list[str]:
-        return [_model(x) for x in v]
+        return [check_model(x) for x in v]
 
-    _d = field_validator("kv_dtype")(classmethod(lambda cls, v: _check(v, DTYPE_BYTES, "dtype")))
+    _d = field_validator("kv_dtype")(classmethod(lambda cls, v: check_known(v, DTYPE_BYTES, "dtype")))
 
 
 class PipelineSection(_Strict):
@@ -179,7 +148,7 @@ class PoolEntry(_Strict):
     gpu: str
     count: PosInt
 
-    _g = field_validator("gpu")(classmethod(lambda cls, v: _check(v, GPUS, "GPU")))
+    _g = field_validator("gpu")(classmethod(lambda cls, v: check_known(v, GPUS, "GPU")))
 
 
 class MlaCompactSection(_Strict):
@@ -197,13 +166,13 @@ class MlaCompactSection(_Strict):
     kv_dtype: str = "bf16"
     efficiency: EfficiencyPair = EfficiencyPair()
 
-    _m = field_validator("stage_model", "state_model")(classmethod(lambda cls, v: _model(v)))
-    _d = field_validator("kv_dtype")(classmethod(lambda cls, v: _check(v, DTYPE_BYTES, "dtype")))
+    _m = field_validator("stage_model", "state_model")(classmethod(lambda cls, v: check_model(v)))
+    _d = field_validator("kv_dtype")(classmethod(lambda cls, v: check_known(v, DTYPE_BYTES, "dtype")))
 
     @field_validator("link")
     @classmethod
     def _link(cls, v: str | None) -> str | None:
-        return None if v is None else _check(v, LINKS, "link")
+        return None if v is None else check_known(v, LINKS, "link")
 
     @model_validator(mode="after")
     def _pools(self) -> "MlaCompactSection":
@@ -219,7 +188,7 @@ class MlaCompactSection(_Strict):
         return self
 
 
-class AfSplitScenario(_Versioned):
+class AfSplitScenario(VersionedScenario):
     """Example 9.4 and §9.3.4: AF transfers, α*, whole-request AF vs PD, the micro-batch pipeline."""
 
     kind: Literal["af-split"] = "af-split"
@@ -272,12 +241,12 @@ class ExchangeCase(_Strict):
     dispatch_dtype: str = "bf16"
     combine_dtype: str = "bf16"
 
-    _d = field_validator("dispatch_dtype", "combine_dtype")(classmethod(lambda cls, v: _check(v, DTYPE_BYTES, "dtype")))
+    _d = field_validator("dispatch_dtype", "combine_dtype")(classmethod(lambda cls, v: check_known(v, DTYPE_BYTES, "dtype")))
 
     @field_validator("link")
     @classmethod
     def _link(cls, v: str | None) -> str | None:
-        return None if v is None else _check(v, LINKS, "link")
+        return None if v is None else check_known(v, LINKS, "link")
 
     @model_validator(mode="after")
     def _bw(self) -> "ExchangeCase":
@@ -298,8 +267,8 @@ class ExchangeSection(_Strict):
     groups: PosInt = 4
     cases: Annotated[list[ExchangeCase], Field(min_length=1)]
 
-    _m = field_validator("model")(classmethod(lambda cls, v: _model(v)))
-    _g = field_validator("gpu")(classmethod(lambda cls, v: _check(v, GPUS, "GPU")))
+    _m = field_validator("model")(classmethod(lambda cls, v: check_model(v)))
+    _g = field_validator("gpu")(classmethod(lambda cls, v: check_known(v, GPUS, "GPU")))
 
     @model_validator(mode="after")
     def _shapes(self) -> "ExchangeSection":
@@ -331,7 +300,7 @@ class OverlapSection(_Strict):
     merge_s: NonNegFloat = 0.0
 
 
-class EpSkewScenario(_Versioned):
+class EpSkewScenario(VersionedScenario):
     """§9.4.1, example 9.5 and §9.4.3: rows per card, random skew, exchange bounds, padding, overlap."""
 
     kind: Literal["ep-skew"] = "ep-skew"
@@ -362,7 +331,7 @@ class CopyEntry(_Strict):
     @field_validator("link")
     @classmethod
     def _link(cls, v: str | None) -> str | None:
-        return None if v is None else _check(v, LINKS, "link")
+        return None if v is None else check_known(v, LINKS, "link")
 
     @model_validator(mode="after")
     def _bw(self) -> "CopyEntry":
@@ -394,9 +363,9 @@ class HotSection(_Strict):
     tile_m: PosInt = 64
     tile_n: PosInt = 128
 
-    _m = field_validator("model")(classmethod(lambda cls, v: _model(v)))
-    _g = field_validator("gpu")(classmethod(lambda cls, v: _check(v, GPUS, "GPU")))
-    _d = field_validator("weight_dtype", "activation_dtype")(classmethod(lambda cls, v: _check(v, DTYPE_BYTES, "dtype")))
+    _m = field_validator("model")(classmethod(lambda cls, v: check_model(v)))
+    _g = field_validator("gpu")(classmethod(lambda cls, v: check_known(v, GPUS, "GPU")))
+    _d = field_validator("weight_dtype", "activation_dtype")(classmethod(lambda cls, v: check_known(v, DTYPE_BYTES, "dtype")))
 
     @model_validator(mode="after")
     def _fit(self) -> "HotSection":
@@ -416,7 +385,7 @@ class PoolSection(_Strict):
     batches_per_s: NonNegFloat
 
 
-class ExpertReplicasScenario(_Versioned):
+class ExpertReplicasScenario(VersionedScenario):
     """Example 9.6 and §9.4.2: replica saving, copy cost, payback, memory budget, pool stability."""
 
     kind: Literal["expert-replicas"] = "expert-replicas"

@@ -7,11 +7,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from harness.specs._scenario_common import NonNegInt, PosInt, VersionedScenario, check_known, check_model
 from harness.specs.gpus import GPUS
 from harness.specs.links import LINKS
-from harness.specs.models import MODELS
 from harness.specs.scenario import (
-    SCENARIO_SCHEMA_VERSION,
     EfficiencyPair,
     NonNegFloat,
     PosFloat,
@@ -20,8 +19,6 @@ from harness.specs.scenario import (
 from harness.specs.storage import SERVERS
 from harness.units import DTYPE_BYTES
 
-PosInt = Annotated[int, Field(ge=1)]
-NonNegInt = Annotated[int, Field(ge=0)]
 HitRate = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
 Probability = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 
@@ -30,40 +27,6 @@ def _link(v: str) -> str:
     if v not in LINKS:
         raise ValueError(f"unknown link {v!r}; known: {', '.join(LINKS)} (see `harness specs links`)")
     return v
-
-
-def _model(v: str) -> str:
-    if v not in MODELS and not v.endswith(".json"):
-        raise ValueError(f"unknown model {v!r}; known: {', '.join(MODELS)}, or a path to a Hugging Face config.json")
-    return v
-
-
-def _gpu(v: str) -> str:
-    if v not in GPUS:
-        raise ValueError(f"unknown GPU {v!r}; known: {', '.join(GPUS)}")
-    return v
-
-
-def _dtype(v: str) -> str:
-    if v not in DTYPE_BYTES:
-        raise ValueError(f"unknown dtype {v!r}; known: {', '.join(DTYPE_BYTES)}")
-    return v
-
-
-class _Versioned(_Strict):
-    schema_version: int = SCENARIO_SCHEMA_VERSION
-    name: str
-    description: str = ""
-    source: str = ""
-
-    @model_validator(mode="after")
-    def _version(self):
-        if self.schema_version > SCENARIO_SCHEMA_VERSION:
-            raise ValueError(
-                f"schema_version {self.schema_version} is newer than this harness understands "
-                f"({SCENARIO_SCHEMA_VERSION}); upgrade the harness"
-            )
-        return self
 
 
 class ComputeSpec(_Strict):
@@ -77,16 +40,16 @@ class ComputeSpec(_Strict):
 
     @field_validator("model")
     @classmethod
-    def check_model(cls, v: str) -> str:
-        return _model(v)
+    def _model(cls, v: str) -> str:
+        return check_model(v)
     @field_validator("gpu")
     @classmethod
-    def check_gpu(cls, v: str) -> str:
-        return _gpu(v)
+    def _gpu(cls, v: str) -> str:
+        return check_known(v, GPUS, "GPU")
     @field_validator("weight_dtype", "kv_dtype")
     @classmethod
-    def check_dtype(cls, v: str) -> str:
-        return _dtype(v)
+    def _dtype(cls, v: str) -> str:
+        return check_known(v, DTYPE_BYTES, "dtype")
 
 
 # ---- kind "kv-tiers" (§9.5.2, §9.5.3, §9.7.1) ----
@@ -184,7 +147,7 @@ class HandoffSection(_Strict):
         return _link(v)
 
 
-class KvTiersScenario(_Versioned):
+class KvTiersScenario(VersionedScenario):
     """KV tiers, keep/fetch/recompute, layer-wise prefetch, eviction, pages and P→D hand-off (kind "kv-tiers")."""
 
     kind: Literal["kv-tiers"] = "kv-tiers"
@@ -212,7 +175,7 @@ class KvTiersScenario(_Versioned):
     @field_validator("compare_models")
     @classmethod
     def _models(cls, v: list[str]) -> list[str]:
-        return [_model(x) for x in v]
+        return [check_model(x) for x in v]
 
 
 # ---- kind "cache-routing" (§9.5.4, example 9.7) ----
@@ -264,7 +227,7 @@ class StateRestoreSection(_Strict):
     source: str = ""
 
 
-class CacheRoutingScenario(_Versioned):
+class CacheRoutingScenario(VersionedScenario):
     """Example 9.7 and the rest of §9.5.4 (kind "cache-routing")."""
 
     kind: Literal["cache-routing"] = "cache-routing"
@@ -321,12 +284,12 @@ class ReconfigurationSection(_Strict):
 
     @field_validator("model")
     @classmethod
-    def check_model(cls, v: str) -> str:
-        return _model(v)
+    def _model(cls, v: str) -> str:
+        return check_model(v)
     @field_validator("weight_dtype")
     @classmethod
-    def check_dtype(cls, v: str) -> str:
-        return _dtype(v)
+    def _dtype(cls, v: str) -> str:
+        return check_known(v, DTYPE_BYTES, "dtype")
 
 
 class RecoverySection(_Strict):
@@ -348,7 +311,7 @@ class RecoverySection(_Strict):
         return self
 
 
-class LifecycleScenario(_Versioned):
+class LifecycleScenario(VersionedScenario):
     """Startup, migration, reconfiguration and recovery (kind "lifecycle", §9.6)."""
 
     kind: Literal["lifecycle"] = "lifecycle"

@@ -5,32 +5,22 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.cli._output import print_json
+from harness.cli.model._common import add_scenario_arguments, print_result, section_overrides
 from harness.model.expert_plans import af_plan
 from harness.specs.scenario_experts import AfSplitScenario, load_expert_scenario
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", help="scenario TOML of kind af-split (e.g. workloads/scenarios/ch9-ex9.4-af.toml)")
-    parser.add_argument("--json", action="store_true", help="print every field as JSON (documented in docs/model-experts.md)")
+    add_scenario_arguments(parser, "scenario TOML of kind af-split (e.g. workloads/scenarios/ch9-ex9.4-af.toml)", "docs/model-experts.md")
     parser.add_argument("--bandwidth-bytes-per-s", type=float, nargs="+", metavar="B",
                         help="link bandwidths to evaluate (replaces af.bandwidths_bytes_per_s)")
     parser.add_argument("--startup-latency-s", type=float, metavar="S", help="per-transfer launch cost (replaces af.startup_latency_s)")
 
 
 def main(args: argparse.Namespace) -> int:
-    af: dict[str, Any] = {}
-    if args.bandwidth_bytes_per_s is not None:
-        af["bandwidths_bytes_per_s"] = args.bandwidth_bytes_per_s
-    if args.startup_latency_s is not None:
-        af["startup_latency_s"] = args.startup_latency_s
-    s = load_expert_scenario(args.scenario, AfSplitScenario, {"af": af} if af else None)
-    result = af_plan(s)
-    if args.json:
-        print_json(result)
-    else:
-        print(render_summary(result))
-    return 0
+    overrides = section_overrides(args, "af", {"bandwidth_bytes_per_s": "bandwidths_bytes_per_s",
+                                               "startup_latency_s": "startup_latency_s"})
+    return print_result(args, af_plan(load_expert_scenario(args.scenario, AfSplitScenario, overrides)), render_summary)
 
 
 def render_summary(r: dict[str, Any]) -> str:

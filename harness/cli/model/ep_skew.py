@@ -5,31 +5,20 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.cli._output import print_json
+from harness.cli.model._common import add_scenario_arguments, print_result, section_overrides
 from harness.model.expert_plans import ep_skew_plan
 from harness.specs.scenario_experts import EpSkewScenario, load_expert_scenario
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", help="scenario TOML of kind ep-skew (e.g. workloads/scenarios/ch9-ex9.5-ep-skew.toml)")
-    parser.add_argument("--json", action="store_true", help="print every field as JSON (documented in docs/model-experts.md)")
+    add_scenario_arguments(parser, "scenario TOML of kind ep-skew (e.g. workloads/scenarios/ch9-ex9.5-ep-skew.toml)", "docs/model-experts.md")
     parser.add_argument("--batches", type=int, metavar="N", help="simulated batches (replaces routing.batches)")
     parser.add_argument("--seed", type=int, metavar="S", help="random seed of the routing simulation (replaces routing.seed)")
 
 
 def main(args: argparse.Namespace) -> int:
-    routing: dict[str, Any] = {}
-    if args.batches is not None:
-        routing["batches"] = args.batches
-    if args.seed is not None:
-        routing["seed"] = args.seed
-    s = load_expert_scenario(args.scenario, EpSkewScenario, {"routing": routing} if routing else None)
-    result = ep_skew_plan(s)
-    if args.json:
-        print_json(result)
-    else:
-        print(render_summary(result))
-    return 0
+    overrides = section_overrides(args, "routing", {"batches": "batches", "seed": "seed"})
+    return print_result(args, ep_skew_plan(load_expert_scenario(args.scenario, EpSkewScenario, overrides)), render_summary)
 
 
 def render_summary(r: dict[str, Any]) -> str:

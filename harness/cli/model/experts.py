@@ -5,32 +5,22 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.cli._output import print_json
+from harness.cli.model._common import add_scenario_arguments, print_result, section_overrides
 from harness.model.expert_plans import experts_plan
 from harness.specs.scenario_experts import ExpertsCpuGpuScenario, load_expert_scenario
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", help="scenario TOML of kind experts-cpu-gpu (e.g. workloads/scenarios/ch9-ex9.3-cpu-gpu-experts.toml)")
-    parser.add_argument("--json", action="store_true", help="print every field as JSON (documented in docs/model-experts.md)")
+    add_scenario_arguments(parser, "scenario TOML of kind experts-cpu-gpu (e.g. workloads/scenarios/ch9-ex9.3-cpu-gpu-experts.toml)",
+                           "docs/model-experts.md")
     parser.add_argument("--tokens-per-expert", type=int, nargs="+", metavar="M",
                         help="token counts per expert, one case each (replaces batch.tokens_per_expert)")
     parser.add_argument("--experts", type=int, metavar="N", help="experts the batch runs (replaces batch.experts)")
 
 
 def main(args: argparse.Namespace) -> int:
-    batch: dict[str, Any] = {}
-    if args.tokens_per_expert is not None:
-        batch["tokens_per_expert"] = args.tokens_per_expert
-    if args.experts is not None:
-        batch["experts"] = args.experts
-    s = load_expert_scenario(args.scenario, ExpertsCpuGpuScenario, {"batch": batch} if batch else None)
-    result = experts_plan(s)
-    if args.json:
-        print_json(result)
-    else:
-        print(render_summary(result))
-    return 0
+    overrides = section_overrides(args, "batch", {"tokens_per_expert": "tokens_per_expert", "experts": "experts"})
+    return print_result(args, experts_plan(load_expert_scenario(args.scenario, ExpertsCpuGpuScenario, overrides)), render_summary)
 
 
 def _ms(x: float) -> str:

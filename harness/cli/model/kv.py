@@ -5,27 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.cli._output import print_json
+from harness.cli.model._common import add_scenario_arguments, ms_or_na as _ms, print_result
 from harness.model.kv_plan import kv_tiers_plan
 from harness.specs.scenario_kv import load_kind
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", help='scenario TOML file of kind "kv-tiers" (e.g. workloads/scenarios/ch9-kv-tiers.toml)')
-    parser.add_argument("--json", action="store_true", help="print every field as JSON (documented in docs/model-kv.md)")
+    add_scenario_arguments(parser, 'scenario TOML file of kind "kv-tiers" (e.g. workloads/scenarios/ch9-kv-tiers.toml)', "docs/model-kv.md")
 
 
 def main(args: argparse.Namespace) -> int:
-    result = kv_tiers_plan(load_kind(args.scenario, "kv-tiers"))
-    if args.json:
-        print_json(result)
-    else:
-        print(render(result))
-    return 0
-
-
-def _ms(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 1e3:.1f} ms"
+    return print_result(args, kv_tiers_plan(load_kind(args.scenario, "kv-tiers")), render)
 
 
 def _gb(x: float | None) -> str:

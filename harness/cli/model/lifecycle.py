@@ -5,23 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.cli._output import print_json
+from harness.cli.model._common import add_scenario_arguments, print_result
 from harness.model.kv_plan import lifecycle_plan
 from harness.specs.scenario_kv import load_kind
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", help='scenario TOML file of kind "lifecycle" (e.g. workloads/scenarios/ch9-lifecycle.toml)')
-    parser.add_argument("--json", action="store_true", help="print every field as JSON (documented in docs/model-kv.md)")
+    add_scenario_arguments(parser, 'scenario TOML file of kind "lifecycle" (e.g. workloads/scenarios/ch9-lifecycle.toml)', "docs/model-kv.md")
 
 
 def main(args: argparse.Namespace) -> int:
-    result = lifecycle_plan(load_kind(args.scenario, "lifecycle"))
-    if args.json:
-        print_json(result)
-    else:
-        print(render(result))
-    return 0
+    return print_result(args, lifecycle_plan(load_kind(args.scenario, "lifecycle")), render)
 
 
 def render(r: dict[str, Any]) -> str:

@@ -5,32 +5,22 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.cli._output import print_json
+from harness.cli.model._common import add_scenario_arguments, print_result, section_overrides
 from harness.model.expert_plans import replicas_plan
 from harness.specs.scenario_experts import ExpertReplicasScenario, load_expert_scenario
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", help="scenario TOML of kind expert-replicas (e.g. workloads/scenarios/ch9-ex9.6-replicas.toml)")
-    parser.add_argument("--json", action="store_true", help="print every field as JSON (documented in docs/model-experts.md)")
+    add_scenario_arguments(parser, "scenario TOML of kind expert-replicas (e.g. workloads/scenarios/ch9-ex9.6-replicas.toml)",
+                           "docs/model-experts.md")
     parser.add_argument("--replicas", type=int, metavar="N", help="experts to replicate (replaces hot.replicas)")
     parser.add_argument("--free-bytes-per-receiver", type=float, metavar="BYTES",
                         help="free HBM on each receiving card (replaces hot.free_bytes_per_receiver)")
 
 
 def main(args: argparse.Namespace) -> int:
-    hot: dict[str, Any] = {}
-    if args.replicas is not None:
-        hot["replicas"] = args.replicas
-    if args.free_bytes_per_receiver is not None:
-        hot["free_bytes_per_receiver"] = args.free_bytes_per_receiver
-    s = load_expert_scenario(args.scenario, ExpertReplicasScenario, {"hot": hot} if hot else None)
-    result = replicas_plan(s)
-    if args.json:
-        print_json(result)
-    else:
-        print(render_summary(result))
-    return 0
+    overrides = section_overrides(args, "hot", {"replicas": "replicas", "free_bytes_per_receiver": "free_bytes_per_receiver"})
+    return print_result(args, replicas_plan(load_expert_scenario(args.scenario, ExpertReplicasScenario, overrides)), render_summary)
 
 
 def render_summary(r: dict[str, Any]) -> str:

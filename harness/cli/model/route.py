@@ -5,27 +5,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.cli._output import print_json
+from harness.cli.model._common import add_scenario_arguments, ms_or_na as _ms, print_result
 from harness.model.kv_plan import routing_plan
 from harness.specs.scenario_kv import load_kind
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("scenario", help='scenario TOML file of kind "cache-routing" (e.g. workloads/scenarios/ch9-ex9.7-cache-routing.toml)')
-    parser.add_argument("--json", action="store_true", help="print every field as JSON (documented in docs/model-kv.md)")
+    add_scenario_arguments(parser, 'scenario TOML file of kind "cache-routing" (e.g. workloads/scenarios/ch9-ex9.7-cache-routing.toml)',
+                           "docs/model-kv.md")
 
 
 def main(args: argparse.Namespace) -> int:
-    result = routing_plan(load_kind(args.scenario, "cache-routing"))
-    if args.json:
-        print_json(result)
-    else:
-        print(render(result))
-    return 0
-
-
-def _ms(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 1e3:.1f} ms"
+    return print_result(args, routing_plan(load_kind(args.scenario, "cache-routing")), render)
 
 
 def _gbps(x: float | None) -> str:

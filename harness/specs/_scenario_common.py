@@ -1,0 +1,45 @@
+"""What the expert and KV scenario kinds (Chapter 9, §9.3–9.7) share: count types, catalog-name checks, the header."""
+
+from __future__ import annotations
+
+from typing import Annotated, Collection
+
+from pydantic import Field, model_validator
+
+from harness.specs.models import MODELS
+from harness.specs.scenario import SCENARIO_SCHEMA_VERSION, _Strict
+
+PosInt = Annotated[int, Field(ge=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
+
+
+def check_known(v: str, known: Collection[str], what: str) -> str:
+    """`v` when it is a catalog name; else a ValueError that lists the known ones."""
+    if v not in known:
+        raise ValueError(f"unknown {what} {v!r}; known: {', '.join(known)}")
+    return v
+
+
+def check_model(v: str) -> str:
+    """A model catalog name or a path to a Hugging Face config.json."""
+    if v not in MODELS and not v.endswith(".json"):
+        raise ValueError(f"unknown model {v!r}; known: {', '.join(MODELS)}, or a path to a Hugging Face config.json")
+    return v
+
+
+class VersionedScenario(_Strict):
+    """The header of the expert and KV scenario kinds: schema version, name, description and source."""
+
+    schema_version: int = SCENARIO_SCHEMA_VERSION
+    name: str
+    description: str = ""
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _version(self):
+        if self.schema_version > SCENARIO_SCHEMA_VERSION:
+            raise ValueError(
+                f"schema_version {self.schema_version} is newer than this harness understands "
+                f"({SCENARIO_SCHEMA_VERSION}); upgrade the harness"
+            )
+        return self
