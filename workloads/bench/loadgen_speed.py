@@ -8,12 +8,14 @@ Three measurements (results recorded in docs/loadgen-speed.md):
 The target is harness.target in its fixed-timing profile (aiohttp, one process); the client is
 workloads.loadrun with no workers (one process, one core). Error = client arrival − target emit
 (perf_counter_ns on both sides, same host). Run: .venv/bin/python -m workloads.bench.loadgen_speed [--quick]
+[--only light,c64,tput] [--tput-api chat|completions]; each part records the load average it ran under.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import tempfile
 from pathlib import Path
@@ -65,33 +67,48 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true", help="shorter runs")
     p.add_argument("--out", default=None, help="write the results as JSON here")
+    p.add_argument("--only", default="light,c64,tput", help="comma-separated subset of light,c64,tput (default: all three)")
+    p.add_argument("--tput-api", choices=["chat", "completions"], default="chat", help="API of the throughput streams (default chat)")
     args = p.parse_args(argv)
+    only = {x.strip() for x in args.only.split(",") if x.strip()}
+    if not only or only - {"light", "c64", "tput"}:
+        p.error(f"--only takes a comma-separated subset of light,c64,tput, got {args.only!r}")
     q = args.quick
     tmp = Path(tempfile.mkdtemp(prefix="loadgen-speed-"))
-    res: dict = {"host": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version()}}
+    res: dict = {"host": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
+                          "cores": os.cpu_count()}}
 
-    # light load: 2 req/s, 100 ms TTFT, 20 ms ITL
-    art = single_turn("light", constant(2.0, 10.0 if q else 30.0), input_tokens=64, output_tokens=50)
-    s, run = _run("light", ["--profile", "fixed", "--ttft-s", "0.1", "--itl-s", "0.02"], art, tmp / "light")
-    res["light"] = {**_errors(run), "rate_per_s": 2.0, "ttft_s": 0.1, "itl_s": 0.02, "client": s["client_process"]}
+    # the load average is recorded with each part: on a shared machine it explains most of the timing error
+    def load() -> list[float]:
+        return [round(x, 2) for x in os.getloadavg()]
 
-    # 64 concurrent streams at a 1 ms token cadence
-    art = single_turn("c64", burst(64, 1e-9, 1.0), input_tokens=16, output_tokens=1000 if q else 3000)
-    s, run = _run("c64", ["--profile", "fixed", "--ttft-s", "0.05", "--itl-s", "0.001"], art, tmp / "c64")
-    res["c64"] = {**_errors(run), "streams": 64, "itl_s": 0.001, "client": s["client_process"],
-                  "target_tokens_per_s": 64 * 1000.0}
+    if "light" in only:  # 2 req/s, 100 ms TTFT, 20 ms ITL
+        la = load()
+        art = single_turn("light", constant(2.0, 10.0 if q else 30.0), input_tokens=64, output_tokens=50)
+        s, run = _run("light", ["--profile", "fixed", "--ttft-s", "0.1", "--itl-s", "0.02"], art, tmp / "light")
+        res["light"] = {**_errors(run), "rate_per_s": 2.0, "ttft_s": 0.1, "itl_s": 0.02, "client": s["client_process"],
+                        "loadavg_before": la, "loadavg_after": load()}
 
-    # throughput: 32 streams in flight, each written whole, every chunk recorded
-    n_req, n_out = (64, 4096) if q else (256, 4096)
-    art = single_turn("tput", burst(n_req, 1e-9, 1.0), input_tokens=16, output_tokens=n_out)
-    s, run = _run("tput", ["--profile", "fixed", "--ttft-s", "0.0", "--itl-s", "0.0"], art, tmp / "tput", concurrency=32)
-    df = run.table("requests")
-    tokens = int(df["output_tokens_chunks"].sum())
-    cpu = s["client_process"]["cpu_s"]
-    res["tput"] = {"requests": n_req, "output_tokens_per_request": n_out, "chunks_recorded": tokens,
-                   "client_cpu_s": cpu, "wall_s": s["client_process"]["wall_s"],
-                   "tokens_per_s_per_client_core": tokens / cpu if cpu else None,
-                   "tokens_per_s_wall": tokens / s["client_process"]["wall_s"]}
+    if "c64" in only:  # 64 concurrent streams at a 1 ms token cadence
+        la = load()
+        art = single_turn("c64", burst(64, 1e-9, 1.0), input_tokens=16, output_tokens=1000 if q else 3000)
+        s, run = _run("c64", ["--profile", "fixed", "--ttft-s", "0.05", "--itl-s", "0.001"], art, tmp / "c64")
+        res["c64"] = {**_errors(run), "streams": 64, "itl_s": 0.001, "client": s["client_process"],
+                      "target_tokens_per_s": 64 * 1000.0, "loadavg_before": la, "loadavg_after": load()}
+
+    if "tput" in only:  # 32 streams in flight, each written whole, every chunk recorded
+        la = load()
+        n_req, n_out = (64, 4096) if q else (256, 4096)
+        art = single_turn("tput", burst(n_req, 1e-9, 1.0), input_tokens=16, output_tokens=n_out, api=args.tput_api)
+        s, run = _run("tput", ["--profile", "fixed", "--ttft-s", "0.0", "--itl-s", "0.0"], art, tmp / "tput", concurrency=32)
+        df = run.table("requests")
+        tokens = int(df["output_tokens_chunks"].sum())
+        cpu = s["client_process"]["cpu_s"]
+        res["tput"] = {"requests": n_req, "output_tokens_per_request": n_out, "api": args.tput_api, "chunks_recorded": tokens,
+                       "client_cpu_s": cpu, "wall_s": s["client_process"]["wall_s"],
+                       "tokens_per_s_per_client_core": tokens / cpu if cpu else None,
+                       "tokens_per_s_wall": tokens / s["client_process"]["wall_s"],
+                       "loadavg_before": la, "loadavg_after": load()}
     text = json.dumps(res, indent=2)
     print(text)
     if args.out:
