@@ -37,11 +37,14 @@ class RunWriter:
         self.path = Path(results_dir) / manifest.machine / manifest.run_id
         if self.path.exists():
             raise HarnessError(f"run directory {self.path} already exists; runs are never overwritten, use a new run id.")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.mkdir()  # not exist_ok: two writers racing for one run id must not share it
         except FileExistsError:
             raise HarnessError(f"run directory {self.path} already exists; runs are never overwritten, use a new run id.") from None
+        except OSError as exc:
+            raise HarnessError(f"results directory {str(results_dir)!r} cannot be written ({exc}); give a writable directory "
+                               "(--out / --results).") from None
         self._parts: dict[str, int] = {}
         self._write_manifest()
 

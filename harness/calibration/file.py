@@ -41,10 +41,13 @@ def dumps(rec: CalibrationRecord) -> str:
 def save_calibration(rec: CalibrationRecord, path: str | Path) -> Path:
     """Write the record as JSON (temporary name, then rename)."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-    tmp.write_text(dumps(rec))
-    os.replace(tmp, p)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
+        tmp.write_text(dumps(rec))
+        os.replace(tmp, p)
+    except OSError as exc:
+        raise HarnessError(f"calibration file {str(path)!r} cannot be written ({exc}); give a writable path (--out).") from None
     return p
 
 

@@ -242,6 +242,12 @@ class _Fitter:
                 continue
             est = self.ratio(cases, work, "fraction of spec peak",
                              f"Σ {work_col} / (Σ median_s · {peak_col}) over {len(cases)} case(s)", 1.0 / peak)
+            if est.value > 1.0:  # above the spec peak: a measurement or spec error, flagged and never fitted
+                self.warnings.append(
+                    f"{', '.join(c.case_id for c in cases)}: {work_col} / (median_s · {peak_col}) = {est.value:.0%} of the "
+                    "spec peak; a measurement error (work not waited for, inputs served from cache) or a wrong spec peak; "
+                    "left out of the curve")
+                continue
             pts.append((float(x), est, tuple(c.case_id for c in cases)))
         return pts
 

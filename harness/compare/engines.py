@@ -90,7 +90,12 @@ def engine_config_with_overrides(spec: TargetSpec) -> Any:
     from harness.engines.config import parse_engine_config
 
     path = Path(spec.config or "")
-    data = tomllib.loads(path.read_text())
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise HarnessError(f"engine config {path} is not valid TOML: {exc}; fix the syntax at that line.") from None
+    except OSError as exc:
+        raise HarnessError(f"engine config {path} cannot be read ({exc}).") from None
     for key, v in spec.overrides.items():
         *sections, leaf = key.split(".")
         d = data

@@ -55,13 +55,19 @@ class Page:
 
     def write(self, out_dir: str | Path) -> list[Path]:
         """Write index.html, summary.md and figures/<name>.png; return the paths written."""
+        from harness.errors import HarnessError
+
         out = Path(out_dir)
-        (out / "figures").mkdir(parents=True, exist_ok=True)
-        written = []
-        for f in self.figures:
-            written.append(_write(out / "figures" / f"{f.name}.png", f.png))
-        written.append(_write(out / "index.html", self.html().encode()))
-        written.append(_write(out / "summary.md", self.markdown().encode()))
+        try:
+            (out / "figures").mkdir(parents=True, exist_ok=True)
+            written = []
+            for f in self.figures:
+                written.append(_write(out / "figures" / f"{f.name}.png", f.png))
+            written.append(_write(out / "index.html", self.html().encode()))
+            written.append(_write(out / "summary.md", self.markdown().encode()))
+        except OSError as exc:
+            raise HarnessError(f"report directory {str(out_dir)!r} cannot be written ({exc}); give a writable directory "
+                               "(--to).") from None
         return written
 
     def html(self) -> str:

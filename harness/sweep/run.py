@@ -188,7 +188,12 @@ def _scenario_variant(base: Path, changes: dict[str, Any], dest: Path) -> Path:
 
     if not base.is_file():
         raise HarnessError(f"scenario file {str(base)!r} does not exist; give embedded,scenario=PATH to an existing file.")
-    data = tomllib.loads(base.read_text())
+    try:
+        data = tomllib.loads(base.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise HarnessError(f"scenario {base} is not valid TOML: {exc}; fix the syntax at that line.") from None
+    except OSError as exc:
+        raise HarnessError(f"scenario {base} cannot be read ({exc}).") from None
     for k, v in changes.items():
         _set_dotted(data, k, v, str(base))
     data["name"] = f"{data.get('name', base.stem)}-sweep"

@@ -163,3 +163,19 @@ def test_above_peak_cases_are_left_out_with_a_warning(tmp_path):
     rec = fit_calibration(load_machine_runs(tmp_path / m.machine), n_bootstrap=20)
     assert [p.x for p in rec.curves[0].points] == [1, 16]
     assert any("invalid" in w for w in rec.warnings)
+
+
+def test_above_peak_points_not_marked_invalid_are_still_never_fitted(tmp_path):
+    # a case whose `valid` flag missed it (executed work not recorded, imported row): the fit flags it itself
+    import pandas as pd
+
+    m = dataclasses.replace(GPU, decode_batches=(1, 16, 64), decode_mbu=(0.33, 0.40, 1.2), suites=("decode",))
+    run = write_synthetic_run(tmp_path, m, 1)
+    part = next((run / "micro_cases").glob("*.parquet"))
+    df = pd.read_parquet(part)
+    assert not df["valid"].all()  # the microbenchmark did flag it
+    df.assign(valid=True).to_parquet(part)
+    rec = fit_calibration(load_machine_runs(tmp_path / m.machine), n_bootstrap=20)
+    assert [p.x for p in rec.curves[0].points] == [1, 16]
+    assert all(p.measured.value <= 1.0 and p.fitted <= 1.0 for p in rec.curves[0].points)
+    assert any("120% of the spec peak" in w and "left out of the curve" in w for w in rec.warnings)

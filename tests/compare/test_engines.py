@@ -103,3 +103,12 @@ def test_two_llama_cpp_configurations(tmp_path, capsys):
     assert m["ttft_p90_s"]["verdict"] == "not enough data"
     assert m["ttft_p50_s"]["verdict"] == "faster", m["ttft_p50_s"]
     assert (tmp_path / "report" / "index.html").is_file()
+
+
+def test_malformed_engine_toml_is_an_error_not_a_traceback(tmp_path):
+    from harness.compare.engines import TargetSpec, engine_config_with_overrides
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("this is [not toml\n")
+    with pytest.raises(HarnessError, match="bad.toml is not valid TOML"):
+        engine_config_with_overrides(TargetSpec("engine", str(bad), config=str(bad)))

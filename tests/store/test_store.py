@@ -94,3 +94,10 @@ def test_append_validates_known_tables(tmp_path):
         with pytest.raises(HarnessError, match="lacks column"):
             w.append("micro_samples", [{"case_id": "x", "rep": 0}])
     assert set(TABLE_COLUMNS) >= {"micro_cases", "micro_samples", "micro_skips", "telemetry_nvml"}
+
+
+def test_unwritable_results_dir_is_an_error_naming_it(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(HarnessError, match="results directory .*a-file.* cannot be written"):
+        RunWriter(new_manifest("micro"), blocker / "results")
