@@ -87,7 +87,10 @@ def _llama_missing():
 @pytest.mark.slow
 @pytest.mark.skipif(_llama_missing() is not None, reason=_llama_missing() or "")
 def test_two_llama_cpp_configurations(tmp_path, capsys):
-    # one slot against four: at 3 req/s with 16-token outputs the single slot queues, so B's TTFT is lower
+    # Two real llama.cpp launches (1 slot vs 4) replay one workload artifact and are compared. Which
+    # of them is faster on two shared cores depends on the machine (4 slots batch, but split the
+    # cores), so this test checks the pipeline and the consistency of its verdicts; the direction of
+    # a known shift is pinned with the embedded target (test_embedded_two_settings_*).
     rc = main(["compare-engines", "--a", "llama-cpp-gemma3-270m,llama_cpp.parallel=1,llama_cpp.threads=2",
                "--b", "llama-cpp-gemma3-270m,llama_cpp.parallel=4,llama_cpp.threads=2", "--duration-s", "8", "--rate", "3",
                "--input-tokens", "32", "--output-tokens", "16", "--out", str(tmp_path / "results"),
@@ -99,9 +102,17 @@ def test_two_llama_cpp_configurations(tmp_path, capsys):
     assert pair["baseline"]["engine"]["name"] == "llama.cpp" and pair["baseline"]["engine"].get("version")
     m = {x["metric"]: x for x in pair["metrics"]}
     assert m["ttft_p50_s"]["n_a"] >= 15 and m["ttft_p50_s"]["n_b"] >= 15
-    # 8 s at 3 req/s is too few requests for a p90 verdict (10 samples beyond the percentile); the median must move
+    # 8 s at 3 req/s is too few requests for a p90 verdict (10 samples beyond the percentile)
     assert m["ttft_p90_s"]["verdict"] == "not enough data"
-    assert m["ttft_p50_s"]["verdict"] == "faster", m["ttft_p50_s"]
+    for name in ("ttft_p50_s", "tpot_p50_s", "e2e_p50_s"):
+        x = m[name]
+        assert x["verdict"] in ("faster", "slower", "no significant change"), x
+        lo, hi = x["ci_low_rel"], x["ci_high_rel"]
+        assert lo <= hi and x["better"] == "lower", x
+        if x["verdict"] != "no significant change":  # a verdict needs an interval that excludes 0, on its side
+            assert (lo > 0) == (x["verdict"] == "slower") and (hi < 0) == (x["verdict"] == "faster"), x
+        else:
+            assert lo <= 0 <= hi or abs(x["delta_rel"]) < 0.02, x
     assert (tmp_path / "report" / "index.html").is_file()
 
 
