@@ -2,8 +2,9 @@
 
 The measurement window is [warmup_s, span_s − cooldown_s) of the schedule; requests whose intended
 send falls in it are measured. Throughput counts content events (and completed requests) whose
-arrival falls in the window. Goodput counts measured requests that succeeded and met every SLO
-given (TTFT and E2E from the intended send, TPOT). The run is invalid when the client fell behind
+arrival falls in the window. Goodput counts, on the same basis as request throughput, completions in
+the window that succeeded and met every SLO given (TTFT and E2E from the intended send, TPOT);
+goodput_fraction is the share of measured requests that did. The run is invalid when the client fell behind
 its own schedule: p99 send lag above max_lag_p99_s, or fewer sends in the window than intended
 by more than max_send_shortfall.
 """
@@ -90,15 +91,20 @@ def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOption
     slo = {"ttft_s": o.slo_ttft_s, "tpot_s": o.slo_tpot_s, "e2e_s": o.slo_e2e_s}
     goodput = frac = None
     if any(v is not None for v in slo.values()):
-        good = np.ones(len(ok), dtype=bool)
-        if o.slo_ttft_s is not None:
-            good &= ok["ttft_from_intended_s"].fillna(np.inf).to_numpy(dtype=float) <= o.slo_ttft_s
-        if o.slo_tpot_s is not None:
-            good &= ok["tpot_s"].fillna(0.0).to_numpy(dtype=float) <= o.slo_tpot_s
-        if o.slo_e2e_s is not None:
-            good &= ok["e2e_from_intended_s"].to_numpy(dtype=float) <= o.slo_e2e_s
-        goodput = float(good.sum()) / win
-        frac = float(good.sum()) / len(measured) if len(measured) else None
+        def meets_slo(rows: Any) -> np.ndarray:
+            good = np.ones(len(rows), dtype=bool)
+            if o.slo_ttft_s is not None:
+                good &= rows["ttft_from_intended_s"].fillna(np.inf).to_numpy(dtype=float) <= o.slo_ttft_s
+            if o.slo_tpot_s is not None:
+                good &= rows["tpot_s"].fillna(0.0).to_numpy(dtype=float) <= o.slo_tpot_s
+            if o.slo_e2e_s is not None:
+                good &= rows["e2e_from_intended_s"].to_numpy(dtype=float) <= o.slo_e2e_s
+            return good
+
+        # goodput on the same basis as request throughput (completions landing in the window), so it never exceeds it;
+        # the fraction is over the measured requests (intended send in the window)
+        goodput = float(meets_slo(df[done_in]).sum()) / win if n_total else 0.0
+        frac = float(meets_slo(ok).sum()) / len(measured) if len(measured) else None
 
     sent = df[df["error_class"] != "not_sent"] if n_total else df
     lag = _pcts(sent["schedule_lag_s"].tolist() if len(sent) else [])

@@ -7,7 +7,7 @@ window (intended send in [window_start_s, window_end_s), status ok), the distrib
 each at p50 / p90 / p99 (metric names ttft_p99_s ...), and the window's rates
   output_tokens_per_s       content events arriving in the window / window length
   request_throughput_per_s  successful requests completing in the window / window length
-  goodput_per_s             measured requests that met every SLO of the run / window length
+  goodput_per_s             completions in the window that met every SLO of the run / window length
 computed as workloads/summary.py computes them, so the point values equal the run's summary.
 Rates are resampled per request (each request's tokens in the window, its completion, its SLO).
 
@@ -160,8 +160,8 @@ def _load(run: Any) -> RunData:
                                                  "higher", "requests/s", done, rank_testable=False)
     slo = load.get("slo") or {}
     if any(v is not None for v in slo.values()):
-        meas = df[measured]
-        good = (meas["error_class"] == "ok").to_numpy().copy()
+        meas = df  # goodput shares request throughput's basis: successful completions landing in the window
+        good = done.astype(bool)
         if slo.get("ttft_s") is not None:
             good &= meas["ttft_from_intended_s"].astype(float).fillna(np.inf).to_numpy() <= slo["ttft_s"]
         if slo.get("tpot_s") is not None:
