@@ -52,9 +52,16 @@ def test_ttft_is_prefill_plus_transfer(scenario_path):
 
 def test_concurrent_transfers_share_the_link(scenario_path):
     res, eng = _run(scenario_path("ch9-hetero-pd"), [(8192, 1), (8192, 1)])
-    # both prefill on two A100s at once, then both states cross one 25 GB/s link at half rate each
+    # both prefill on two A100s at once, then both states cross one 25 GB/s link, sharing it. The two
+    # arrivals are a few real milliseconds apart, so the link is work-conserving rather than exactly
+    # halved: the last state lands 2·V/B after the first transfer starts, and each TTFT lies between
+    # the link alone (V/B) and fully shared (2·V/B).
+    one = 1.125 * 2**30 / 25e9
+    first_arrival = min(t0 for t0, _ in res)
+    last_token = max(times[0] for _, times in res)
+    assert last_token - first_arrival == pytest.approx(T_PREFILL_A100 + 5e-6 + 2 * one, abs=2e-3)
     for t0, times in res:
-        assert times[0] - t0 == pytest.approx(T_PREFILL_A100 + 5e-6 + 2 * 1.125 * 2**30 / 25e9, abs=2e-3)
+        assert T_PREFILL_A100 + one - 2e-3 <= times[0] - t0 <= T_PREFILL_A100 + 5e-6 + 2 * one + 2e-3
     assert eng.link.transfers_total == 2
 
 
