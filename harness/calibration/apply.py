@@ -51,21 +51,9 @@ class MeasuredConstants:
         if pc is None and dc is None:
             return None
         where = f"{self.path}" + (f", proxy: measured on {dev}" if proxy else "")
-        parts = []
-        if pc is not None:
-            compute = _clamp(pc.at(prefill_tokens, which))
-            parts.append(f"compute measured {compute:.0%} at {prefill_tokens} tokens/GPU ({pc.dtype}"
-                         + ("" if pc.in_range(prefill_tokens) else ", end value held outside the measured range") + ")")
-        else:
-            compute = DEFAULT_EFFICIENCY
-            parts.append("compute datasheet default 50%")
-        if dc is not None:
-            bandwidth = _clamp(dc.at(decode_batch, which))
-            parts.append(f"bandwidth measured {bandwidth:.0%} at batch {decode_batch} ({dc.dtype}"
-                         + ("" if dc.in_range(decode_batch) else ", end value held outside the measured range") + ")")
-        else:
-            bandwidth = DEFAULT_EFFICIENCY
-            parts.append("bandwidth datasheet default 50%")
+        compute, c_part = _measured_or_default(pc, prefill_tokens, which, "compute", "tokens/GPU")
+        bandwidth, b_part = _measured_or_default(dc, decode_batch, which, "bandwidth", "batch")
+        parts = [c_part, b_part]
         tag = "" if which == "value" else f" [{which} end of 95% interval]"
         return Efficiency(compute, bandwidth, f"{'; '.join(parts)}; {where}{tag}")
 
@@ -127,3 +115,13 @@ class MeasuredConstants:
                                  "low": est.low, "high": est.high, "at": None,
                                  "source": f"{self.path}: {est.method} ({lf.key})", "run_ids": list(est.run_ids)})
         return rows
+
+
+def _measured_or_default(curve, x, which: str, name: str, x_label: str) -> tuple[float, str]:
+    """The curve's value at x (clamped to a fraction of peak) and how it was obtained, or the 50 % default."""
+    if curve is None:
+        return DEFAULT_EFFICIENCY, f"{name} datasheet default 50%"
+    v = _clamp(curve.at(x, which))
+    at = f"{x} {x_label}" if x_label == "tokens/GPU" else f"{x_label} {x}"
+    held = "" if curve.in_range(x) else ", end value held outside the measured range"
+    return v, f"{name} measured {v:.0%} at {at} ({curve.dtype}{held})"

@@ -20,12 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def load_calibration(path: str | None):
     if not path:
         return None
-    try:
-        from harness.calibration.file import load_calibration_for_model  # added by the calibration issue
-    except ImportError:
-        from harness.errors import HarnessError
+    from harness.calibration.file import load_calibration_for_model  # imported only when a calibration is given
 
-        raise HarnessError("--calibration: this harness build has no calibration support yet; drop the flag.") from None
     return load_calibration_for_model(path)
 
 
