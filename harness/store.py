@@ -25,6 +25,34 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _is_empty(rows: Any) -> bool:
+    return len(rows) == 0  # a DataFrame or a list of dicts
+
+
+def part_path(run_path: Path, table: str, n: int) -> Path:
+    return Path(run_path) / table / f"part-{n:05d}.parquet"
+
+
+def write_part(run_path: Path, run_id: str, table: str, rows: Any, n: int) -> Path | None:
+    """Write rows (a DataFrame or a list of dicts) as part `n` of `table` in the run directory `run_path`."""
+    import pandas as pd
+
+    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    if df.empty:
+        return None
+    df = df.copy()
+    if table in TABLE_COLUMNS:
+        validate_table(table, df, f"append to {Path(run_path) / table}")
+    df["schema_version"] = SCHEMA_VERSION
+    df["run_id"] = run_id
+    out = part_path(run_path, table, n)
+    out.parent.mkdir(exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, out)
+    return out
+
+
 class RunWriter:
     """Create results/<machine>/<run_id>/ and append tables in parts.
 
@@ -57,25 +85,18 @@ class RunWriter:
 
     def append(self, table: str, rows: Any) -> Path | None:
         """Append rows (a DataFrame or a list of dicts) as one more parquet part of `table`."""
-        import pandas as pd
-
-        df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
-        if df.empty:
+        if not hasattr(rows, "__len__"):
+            rows = list(rows)
+        if _is_empty(rows):
             return None
-        df = df.copy()
-        if table in TABLE_COLUMNS:
-            validate_table(table, df, f"append to {self.path / table}")
-        df["schema_version"] = SCHEMA_VERSION
-        df["run_id"] = self.manifest.run_id
-        d = self.path / table
-        d.mkdir(exist_ok=True)
+        n = self.reserve_part(table)
+        return write_part(self.path, self.manifest.run_id, table, rows, n)
+
+    def reserve_part(self, table: str) -> int:
+        """The number of `table`'s next part, taken: for a part written elsewhere (harness.store_process)."""
         n = self._parts.get(table, 0) + 1
         self._parts[table] = n
-        out = d / f"part-{n:05d}.parquet"
-        tmp = d / f".part-{n:05d}.parquet.tmp"
-        df.to_parquet(tmp, index=False)
-        os.replace(tmp, out)
-        return out
+        return n
 
     def write_json(self, name: str, obj: Any) -> Path:
         out = self.path / name

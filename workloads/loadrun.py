@@ -29,6 +29,7 @@ import locust  # noqa: E402,F401 - imported for its gevent setup before anything
 from locust.env import Environment  # noqa: E402
 
 from harness.errors import HarnessError  # noqa: E402
+from harness.store_process import AppendProcess  # noqa: E402
 from workloads.config import LoadConfig  # noqa: E402
 from workloads.loadstate import LoadState, set_state  # noqa: E402
 from workloads.locustfile import OpenAIStreamUser  # noqa: E402
@@ -100,18 +101,27 @@ class _Coordinator:
         self.t0_unix_ns = 0
         self.stop_requested = False
         self.client_cpu_s = self.load_wall_s = 0.0
+        self.parts: AppendProcess | None = None
+        self.parts_report: dict[str, Any] = {}
+        self.errors = 0
 
     def add(self, rows: list[dict[str, Any]]) -> None:
         rows = _scrub(rows, self.key)
         for r in rows:
             self.seen.add(int(r["request_index"]))
+            if r["error_class"] != "ok":
+                self.errors += 1
         self.buffer.extend(rows)
         self.all_records.extend(rows)
 
     def append(self, table: str, rows: Any) -> None:
-        """RunWriter.append on a native thread: building and writing a parquet part takes tens of ms, which
-        on the gevent hub would delay every stream's arrival timestamps."""
-        gevent.get_hub().threadpool.apply(self.writer.append, (table, rows))
+        """Hand rows to the part writer process while the load runs (harness.store_process: encoding a part
+        holds the GIL for ~10 ms, which on this process would delay every stream's arrival stamps), and
+        write them here before and after it."""
+        if self.parts is not None:
+            self.parts.append(table, rows)
+        else:
+            self.writer.append(table, rows)
 
     def flush(self) -> None:
         if self.buffer:
@@ -121,7 +131,7 @@ class _Coordinator:
     def progress(self, sent: int) -> None:
         if not self.cfg.progress:
             return
-        errs = sum(1 for r in self.all_records if r["error_class"] != "ok")
+        errs = self.errors
         print(json.dumps({"progress": {"t_s": round((perf_counter_ns() - self.t0_ns) / 1e9, 2), "span_s": self.span_s,
                                        "sent": sent, "done": len(self.seen), "expected": len(self.items), "errors": errs}}),
               flush=True)
@@ -135,6 +145,7 @@ class _Coordinator:
             if cfg.plan_path:
                 self.writer.write_json("plan.json", json.loads(Path(cfg.plan_path).read_text()))
             _configure_user(cfg)
+            self.parts = AppendProcess(self.writer)
             env = Environment(user_classes=[OpenAIStreamUser], host=cfg.target_url)
             procs: list[subprocess.Popen] = []
             try:
@@ -173,7 +184,14 @@ class _Coordinator:
                 scraper.stop()
                 runner.quit()
                 self._finish(state)
+                self._close_parts()
                 self._fetch_emit_log()
+            except BaseException:
+                try:  # keep what was measured; the error that ended the run is the one to report
+                    self._close_parts()
+                except Exception:  # noqa: BLE001
+                    pass
+                raise
             finally:
                 for p in procs:
                     try:
@@ -185,15 +203,26 @@ class _Coordinator:
             import pandas as pd
 
             summary = summarise(pd.DataFrame(self.all_records), span_s=self.span_s, options=cfg.summary)
+            writer_cpu_s = float(self.parts_report.get("writer_cpu_s", 0.0))
             self.writer.write_json("summary.json", {
                 "load": summary.to_dict(), "span_s": self.span_s,
-                # CPU of this process (all users when workers == 0) while the load ran: client cost per token
-                "client_process": {"cpu_s": self.client_cpu_s, "wall_s": self.load_wall_s, "workers": cfg.workers},
+                # client cost per token: CPU of this process (all users when workers == 0) while the load ran,
+                # plus the part writer process's CPU for encoding and writing the records (its start-up excluded)
+                "client_process": {"cpu_s": self.client_cpu_s + writer_cpu_s, "load_process_cpu_s": self.client_cpu_s,
+                                   "part_writer_cpu_s": writer_cpu_s, "wall_s": self.load_wall_s, "workers": cfg.workers},
             })
             if self.stop_requested:
                 raise KeyboardInterrupt("load run interrupted; the records measured so far are kept")
         print(json.dumps({"run_dir": str(self.writer.path), "valid": summary.valid}), flush=True)
         return 0
+
+    def _close_parts(self) -> None:
+        if self.parts is None:
+            return
+        parts, self.parts = self.parts, None
+        self.parts_report = parts.close()
+        if self.parts_report.get("note"):
+            self.writer.update_manifest(notes=[*self.writer.manifest.notes, self.parts_report["note"]])
 
     def _on_records(self, environment: Any, msg: Any, **_: Any) -> None:
         data = msg.data

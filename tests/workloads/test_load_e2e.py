@@ -2,6 +2,7 @@
 API key sent but never stored, timing checked against the target's own emit log."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -98,3 +99,34 @@ def test_faulty_server_every_request_ends_as_a_classified_record(tmp_path, monke
     for p in Path(run.path).rglob("*"):
         if p.is_file():
             assert key.encode() not in p.read_bytes(), p
+
+
+def test_killed_run_keeps_what_it_measured(tmp_path, fixed_target):
+    """SIGKILL the load process midway: the parts already handed to the writer are on disk and readable."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    art = single_turn("killed", constant(5.0, 20.0), input_tokens=20, output_tokens=10)
+    cfg_path = replace(_cfg(tmp_path, fixed_target.url, art), progress=True).save(tmp_path / "load-config.json")
+    proc = subprocess.Popen([sys.executable, "-m", "workloads.loadrun", str(cfg_path)], stdout=subprocess.PIPE, text=True)
+    done = 0
+    deadline = time.monotonic() + 90
+    try:
+        for line in proc.stdout:
+            msg = json.loads(line).get("progress", {})
+            done = msg.get("done", 0)
+            if done >= 25 or time.monotonic() > deadline:  # > 2 flush periods of records
+                break
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert done >= 25
+    run_dir = next(Path(tmp_path / "results").glob("*/*/manifest.json")).parent
+    time.sleep(3)  # the writer process finishes what it was handed after its parent died
+    run = Run(run_dir)
+    assert run.manifest.status == "running"  # never completed, and the manifest says so
+    df = run.table("requests")
+    assert 10 <= len(df) <= done < art.count
+    assert set(df["error_class"]) == {"ok"} and df["request_index"].is_unique

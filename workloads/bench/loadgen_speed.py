@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="shorter runs")
     p.add_argument("--out", default=None, help="write the results as JSON here")
     p.add_argument("--only", default="light,c64,tput", help="comma-separated subset of light,c64,tput (default: all three)")
+    p.add_argument("--light-s", type=float, default=None,
+                   help="length of the light run in seconds (default 150: 300 requests, enough for a stable p99; 10 with --quick)")
     p.add_argument("--tput-api", choices=["chat", "completions"], default="chat", help="API of the throughput streams (default chat)")
     args = p.parse_args(argv)
     only = {x.strip() for x in args.only.split(",") if x.strip()}
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if "light" in only:  # 2 req/s, 100 ms TTFT, 20 ms ITL
         la = load()
-        art = single_turn("light", constant(2.0, 10.0 if q else 30.0), input_tokens=64, output_tokens=50)
+        art = single_turn("light", constant(2.0, args.light_s or (10.0 if q else 150.0)), input_tokens=64, output_tokens=50)
         s, run = _run("light", ["--profile", "fixed", "--ttft-s", "0.1", "--itl-s", "0.02"], art, tmp / "light")
         res["light"] = {**_errors(run), "rate_per_s": 2.0, "ttft_s": 0.1, "itl_s": 0.02, "client": s["client_process"],
                         "loadavg_before": la, "loadavg_after": load()}
