@@ -2,7 +2,8 @@
 
 `python -m workloads.loadrun CONFIG.json` runs the local or master side and owns the run directory
 (harness.store.RunWriter): records arrive from this process's users or from the workers (Locust
-messages) and are appended in parts every couple of seconds, server metrics are scraped alongside,
+messages) and are appended in parts every couple of seconds by a low-priority writer process
+(harness.store_process, so parquet encoding never holds this process's GIL), server metrics are scraped alongside,
 and progress is printed as one JSON line a second. `--worker I` runs worker I of N. The run ends
 when every request has a record or at t0 + schedule span + drain timeout; anything missing then is
 recorded as "not_sent" or "lost", so every request of the workload ends as a record.
