@@ -541,7 +541,7 @@ def one_run(tool: str, rnd: int, wl: Workload, tools: Tools, work_dir: Path, arg
     rec["tokens_per_cpu_s_whole_command"] = rec["whole_command"]["tokens_per_cpu_s"]
     if tool == "ours" and "client_process" in rec["tool_report"]:
         cp = rec["tool_report"]["client_process"]
-        rec["in_process"] = {"cpu_s": cp["cpu_s"], "tokens_per_cpu_s": wl.tokens / cp["cpu_s"] if cp["cpu_s"] else None,
+        rec["in_process"] = {"cpu_s": cp["cpu_s"], "part_writer_cpu_s": cp.get("part_writer_cpu_s"), "tokens_per_cpu_s": wl.tokens / cp["cpu_s"] if cp["cpu_s"] else None,
                              "sampler_over_in_process": (rec["load_window"] or {}).get("cpu_s", 0.0) / cp["cpu_s"] if cp["cpu_s"] else None}
     rec["problems"] = problems
     lw = rec["load_window"] or {}
