@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     only = {x.strip() for x in args.only.split(",") if x.strip()}
     if not only or only - {"light", "c64", "tput"}:
         p.error(f"--only takes a comma-separated subset of light,c64,tput, got {args.only!r}")
+    if args.light_s is not None and not (1.0 <= args.light_s <= 3600.0):
+        p.error(f"--light-s is the light run's length in seconds, from 1 to 3600; got {args.light_s!r}")
     q = args.quick
     tmp = Path(tempfile.mkdtemp(prefix="loadgen-speed-"))
     res: dict = {"host": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
