@@ -25,8 +25,11 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _is_empty(rows: Any) -> bool:
-    return len(rows) == 0  # a DataFrame or a list of dicts
+def nonempty_rows(rows: Any) -> Any | None:
+    """`rows` (a DataFrame, a list of dicts, or any iterable of dicts, then listed), or None when it holds none."""
+    if not hasattr(rows, "__len__"):
+        rows = list(rows)
+    return rows if len(rows) else None
 
 
 def part_path(run_path: Path, table: str, n: int) -> Path:
@@ -85,9 +88,8 @@ class RunWriter:
 
     def append(self, table: str, rows: Any) -> Path | None:
         """Append rows (a DataFrame or a list of dicts) as one more parquet part of `table`."""
-        if not hasattr(rows, "__len__"):
-            rows = list(rows)
-        if _is_empty(rows):
+        rows = nonempty_rows(rows)
+        if rows is None:
             return None
         n = self.reserve_part(table)
         return write_part(self.path, self.manifest.run_id, table, rows, n)

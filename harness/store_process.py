@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.store import RunWriter, _is_empty, part_path, write_part
+from harness.store import RunWriter, nonempty_rows, part_path, write_part
 
 _HEADER = struct.Struct("<Q")
 
@@ -50,9 +50,8 @@ class AppendProcess:
             self.error = f"part writer process could not start ({exc}); parts were written by the load process"
 
     def append(self, table: str, rows: Any) -> None:
-        if not hasattr(rows, "__len__"):
-            rows = list(rows)
-        if _is_empty(rows):
+        rows = nonempty_rows(rows)
+        if rows is None:
             return
         n = self.writer.reserve_part(table)
         self.sent.append((table, n, rows))
@@ -91,7 +90,7 @@ class AppendProcess:
                 self.error = self.error or f"part writer process report unreadable ({exc})"
                 proc.kill()
                 proc.wait()
-            if proc.returncode not in (0, None) and self.error is None:
+            if proc.returncode != 0 and self.error is None:
                 self.error = f"part writer process exited with status {proc.returncode}"
         rewritten = 0
         for table, n, rows in self.sent:

@@ -132,9 +132,8 @@ class _Coordinator:
     def progress(self, sent: int) -> None:
         if not self.cfg.progress:
             return
-        errs = self.errors
         print(json.dumps({"progress": {"t_s": round((perf_counter_ns() - self.t0_ns) / 1e9, 2), "span_s": self.span_s,
-                                       "sent": sent, "done": len(self.seen), "expected": len(self.items), "errors": errs}}),
+                                       "sent": sent, "done": len(self.seen), "expected": len(self.items), "errors": self.errors}}),
               flush=True)
 
     def run(self) -> int:
@@ -146,10 +145,10 @@ class _Coordinator:
             if cfg.plan_path:
                 self.writer.write_json("plan.json", json.loads(Path(cfg.plan_path).read_text()))
             _configure_user(cfg)
-            self.parts = AppendProcess(self.writer)
             env = Environment(user_classes=[OpenAIStreamUser], host=cfg.target_url)
             procs: list[subprocess.Popen] = []
             try:
+                self.parts = AppendProcess(self.writer)
                 if cfg.workers == 0:
                     state = set_state(LoadState(cfg, 0, 1))
                     runner = env.create_local_runner()

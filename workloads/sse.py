@@ -107,10 +107,10 @@ class SSEParser:
                 if fin:
                     self.finish = fin
         t = obj.get("timings")
-        if t is not None and type(t) is dict:
+        if type(t) is dict:
             self.timings = t
         u = obj.get("usage")
-        if u is not None and type(u) is dict:
+        if type(u) is dict:
             self.p_usage = u.get("prompt_tokens", self.p_usage)
             self.o_usage = u.get("completion_tokens", self.o_usage)
 

@@ -7,7 +7,7 @@ import pytest
 from harness.errors import HarnessError
 from workloads.bench import tool_compare as tc
 from workloads.bench.tool_compare import (ProcessTreeCpu, ProcStat, Sample, best_median, busy_pct, find_load_window,
-                                          parse_cpu_line, parse_proc_net_tcp, parse_proc_stat, parse_prometheus, ratios)
+                                          parse_cpu_line, parse_proc_net_tcp, parse_proc_stat, ratios)
 
 # --- /proc/<pid>/stat --------------------------------------------------------------------------------------------
 
@@ -131,15 +131,6 @@ def test_parse_proc_net_tcp_excludes_the_samplers_own_connection_at_either_end()
     assert parse_proc_net_tcp(NET, 8080, exclude_ports={0xD000}) == (0x100, 0x10, 2)
     assert parse_proc_net_tcp(NET, 8080, exclude_ports={0xC350}) == (0x700, 0, 1)
     assert parse_proc_net_tcp(NET, 9999) == (0, 0, 0)
-
-
-def test_parse_prometheus():
-    text = ('# TYPE vllm:request_success_total counter\nvllm:request_success_total{model_name="m",pool="all"} 256\n'
-            'vllm:generation_tokens_total{model_name="m"} 1.048576e+06\nbad line x\n')
-    m = parse_prometheus(text)
-    assert m["vllm:request_success_total"] == 256
-    assert m["vllm:generation_tokens_total"] == 1048576
-    assert "bad" not in m
 
 
 def test_cpu_busy_from_proc_stat():

@@ -56,6 +56,7 @@ from typing import Any, Callable, Iterable
 
 from harness.errors import HarnessError
 from harness.records import cpu_model
+from harness.telemetry.prometheus import parse_text
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -166,20 +167,6 @@ def parse_proc_net_tcp(text: str, port: int, exclude_ports: Iterable[int] = ()) 
         tx, rx = f[4].split(":")
         send_q, recv_q, conns = send_q + int(tx, 16), recv_q + int(rx, 16), conns + 1
     return send_q, recv_q, conns
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Metric name -> value (labels dropped; the last sample of a name wins)."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name_part, _, value = line.rpartition(" ")
-        try:
-            out[name_part.split("{", 1)[0]] = float(value)
-        except ValueError:
-            continue
-    return out
 
 
 def parse_cpu_line(text: str) -> tuple[int, int]:
@@ -317,7 +304,7 @@ class TargetPoller:
     def counters(self) -> tuple[int | None, int | None, int | None]:
         try:
             info = json.loads(self._get("/harness/info"))
-            m = parse_prometheus(self._get("/metrics").decode())
+            m = {x.name: x.value for x in parse_text(self._get("/metrics").decode())}
         except (OSError, http.client.HTTPException, ValueError):
             return None, None, None
         return (int(info["requests_total"]), int(m.get("vllm:request_success_total", 0)),
