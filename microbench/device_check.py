@@ -53,7 +53,7 @@ def plain_memcpy_loop_s(dst_ptr: int, src_ptr: int, nbytes: int, kind: int, reps
 
 def run_suites(out: Path) -> int:
     """Every suite in --quick form into out/results/ (a module function: the comm suite spawns processes)."""
-    from harness.cli.micro import render_summary
+    from harness.report.micro import render_summary
     from microbench.progress import ProgressBar
     from microbench.runner import run_micro
 

@@ -14,7 +14,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 timeout 420 "$PY" - "$OUT_DIR" <<'PYEOF' 2>&1 | tee "$OUT_DIR/ch19.log"
 import sys, time
 from pathlib import Path
-from harness.cli.micro import render_summary
+from harness.report.micro import render_summary
 from microbench.runner import run_micro
 
 out = Path(sys.argv[1])

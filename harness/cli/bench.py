@@ -58,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from workloads.runner import BenchPdOptions, bench_pd
+    from harness.bench.pd import BenchPdOptions, bench_pd
+    from harness.bench.progress import print_progress
 
     opts = BenchPdOptions(
         scenario=args.scenario, target_url=args.target or None, metrics_url=args.metrics_url or None,
@@ -71,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
         slo_tpot_s=args.slo_tpot_s, slo_e2e_s=args.slo_e2e_s, results_dir=args.out, report_dir=args.report_dir or None,
         command_line=list(sys.argv),
     )
-    res = bench_pd(opts, progress=None if args.quiet or args.json else _progress)
+    res = bench_pd(opts, progress=None if args.quiet or args.json else print_progress)
     if args.json:
         print_json(res.to_dict())
         return 0
@@ -91,7 +92,3 @@ def main(args: argparse.Namespace) -> int:
 def _ms(x: float | None) -> str:
     return "—" if x is None else f"{x * 1e3:.1f} ms"
 
-
-def _progress(p: dict) -> None:
-    print(f"\r[{p['t_s']:7.1f} / {p['span_s']:.0f} s] sent {p['sent']:5d}  done {p['done']:5d}/{p['expected']}  errors {p['errors']}",
-          end="", file=sys.stderr, flush=True)

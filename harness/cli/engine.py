@@ -92,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
         sys.stderr.flush()
         if not args.bench_pd:
             return None
-        from harness.engines.bench import DEFAULT_SCENARIO, bench_pd_against  # noqa: PLC0415
+        from harness.bench.engine import DEFAULT_SCENARIO, bench_pd_against  # noqa: PLC0415
 
         for api in (["chat", "completions"] if args.api == "both" else [args.api]):
             benches.append(bench_pd_against(eng, scenario=args.scenario or DEFAULT_SCENARIO, duration_s=args.duration_s,

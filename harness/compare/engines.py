@@ -228,7 +228,7 @@ def compare_engines(o: CompareEnginesOptions, progress=None) -> CompareEnginesRe
     """Run every artifact against A, then against B; returns the run directories."""
     from harness.records import new_run_id
     from workloads.config import LoadConfig, SummaryOptions
-    from workloads.runner import run_load
+    from harness.bench.load import run_load
 
     specs = {"a": parse_target(o.a, "--a"), "b": parse_target(o.b, "--b")}
     labels = {"a": o.label_a or f"A: {o.a}", "b": o.label_b or f"B: {o.b}"}

@@ -232,7 +232,7 @@ def run_sweep(o: SweepOptions, progress: ProgressFn | None = None) -> SweepResul
     from workloads.artifact import save_artifact
     from workloads.config import LoadConfig, SummaryOptions
     from workloads.mixes import build_mix
-    from workloads.runner import run_load
+    from harness.bench.load import run_load
     from workloads.schedule import make_schedule
 
     workdir = Path(tempfile.mkdtemp(prefix="harness-sweep-"))

@@ -13,7 +13,7 @@ from harness.target.process import start_target
 from workloads.artifact import WorkloadArtifact, save_artifact
 from workloads.config import LoadConfig, SummaryOptions
 from workloads.mixes import single_turn
-from workloads.runner import run_load
+from harness.bench.load import run_load
 from workloads.schedule import constant, poisson
 
 from faulty_server import FaultyServer  # tests/workloads/ is on sys.path (pytest rootdir-relative import)

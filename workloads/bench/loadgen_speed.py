@@ -50,7 +50,7 @@ def _run(name: str, target_args: list[str], art, tmp: Path, *, concurrency: int 
     from harness.target.process import start_target
     from workloads.artifact import save_artifact
     from workloads.config import LoadConfig
-    from workloads.runner import run_load
+    from harness.bench.load import run_load
 
     with start_target(target_args, max_lifetime_s=600) as t:
         cfg = LoadConfig(target_url=t.url, artifact_path=str(save_artifact(art, tmp)), run_id=f"speed-{name}-{tmp.name}",

@@ -1,6 +1,6 @@
 """Run the load generator's bench-pd against a launched engine and cross-check it with the engine's counters.
 
-`harness engine CONFIG --bench-pd` = launch (time-to-ready), scrape /metrics, run workloads/'s
+`harness engine CONFIG --bench-pd` = launch (time-to-ready), scrape /metrics, run harness.bench.pd's
 bench_pd against the engine's endpoint, scrape again, compare client totals with the counter
 deltas (harness.engines.crosscheck), store everything with the engine run, stop.
 """
@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.bench.pd import BenchPdOptions, bench_pd
+from harness.bench.progress import print_progress
 from harness.engines import metrics as prom
 from harness.engines.config import ENGINE_CONFIG_DIR
 from harness.engines.crosscheck import CrossRow, crosscheck_llama_cpp
@@ -42,20 +44,14 @@ def bench_pd_against(eng: RunningEngine, *, scenario: str | Path = DEFAULT_SCENA
     if metrics_proc is None:
         raise HarnessError("--bench-pd needs the engine's /metrics for the cross-check; set llama_cpp.metrics = true.")
     from harness.store import Run  # noqa: PLC0415
-    from workloads.runner import BenchPdOptions, bench_pd  # noqa: PLC0415
 
     opts = BenchPdOptions(scenario=str(scenario), target_url=eng.plan.endpoint, model_name=eng.plan.served_name,
                           metrics_url=metrics_proc.base_url + metrics_proc.metrics_path, duration_s=duration_s,
                           rate_per_s=rate_per_s, api=api, results_dir=results_dir, report_dir=report_dir,
                           command_line=["harness", "engine", eng.plan.config_name, "--bench-pd"])
     before = prom.scrape(metrics_proc.base_url, metrics_proc.metrics_path)
-    res = bench_pd(opts, progress=None if quiet else _progress)
+    res = bench_pd(opts, progress=None if quiet else print_progress)
     after = prom.scrape(metrics_proc.base_url, metrics_proc.metrics_path)
     rows = crosscheck_llama_cpp(Run(res.run_dir).table("requests"), before, after)
     return BenchCheck(api, res.run_dir, res.report_paths, res.summary, rows)
 
-
-def _progress(p: dict[str, Any]) -> None:
-    import sys  # noqa: PLC0415
-
-    print(f"\r[{p['t_s']:6.1f} s] sent {p['sent']} done {p['done']} errors {p['errors']}", end="", file=sys.stderr, flush=True)

@@ -1,5 +1,5 @@
-"""Run one load run end to end: build the workload, start the embedded target if no URL is given, drive
-the load process, show progress, stop everything, and return where the run went.
+"""bench-pd end to end: build the workload, start the embedded target if no URL is given, drive the load
+process (harness.bench.load), show progress, stop everything, render the report, and return where the run went.
 
 `bench_pd` is what `harness bench-pd` calls: the chapter's PD scenario at its arrival rate for a
 bounded time against the embedded (simulated) target or a real deployment, then the report.
@@ -8,64 +8,17 @@ bounded time against the embedded (simulated) target or a real deployment, then 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from harness.bench.load import run_load
+from harness.bench.progress import ProgressFn, print_progress
+from harness.bench.workload import build_workload
 from harness.errors import HarnessError
 from workloads.config import LoadConfig, SummaryOptions, check_http_url
-
-ProgressFn = Callable[[dict[str, Any]], None]
-
-
-def _print_progress(p: dict[str, Any]) -> None:
-    print(f"\r[{p['t_s']:7.1f} / {p['span_s']:.0f} s] sent {p['sent']:5d}  done {p['done']:5d}/{p['expected']}  "
-          f"errors {p['errors']}", end="", file=sys.stderr, flush=True)
-
-
-def run_load(cfg: LoadConfig, workdir: Path, *, progress: ProgressFn | None = _print_progress, timeout_s: float | None = None) -> Path:
-    """Run workloads.loadrun on `cfg` in a child process; returns the run directory."""
-    cfg_path = cfg.save(workdir / "load-config.json")
-    cmd = [sys.executable, "-m", "workloads.loadrun", str(cfg_path)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
-    run_dir = None
-    deadline = time.monotonic() + (timeout_s or 3600.0)
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            try:
-                msg = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if "progress" in msg and progress is not None:
-                progress(msg["progress"])
-            elif "run_dir" in msg:
-                run_dir = Path(msg["run_dir"])
-            if time.monotonic() > deadline:
-                raise HarnessError(f"the load process ran past its bound of {timeout_s:g} s and was stopped.")
-        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    except (subprocess.TimeoutExpired, HarnessError, KeyboardInterrupt):
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        raise
-    finally:
-        if progress is not None:
-            print(file=sys.stderr)
-    err = proc.stderr.read() if proc.stderr else ""
-    if proc.returncode != 0 or run_dir is None:
-        msg = [ln for ln in err.splitlines() if ln.startswith("error:")]
-        if msg:
-            raise HarnessError(msg[-1].removeprefix("error: "))
-        raise RuntimeError(f"load process failed (exit {proc.returncode}):\n{err[-3000:]}")
-    return run_dir
 
 
 @dataclass(frozen=True)
@@ -134,33 +87,7 @@ class BenchPdResult:
         return asdict(self)
 
 
-def build_workload(opts: BenchPdOptions, scenario: Any, workdir: Path) -> Path:
-    """The artifact for this run: an existing file, or the named mix on the named schedule."""
-    from workloads.artifact import load_artifact, save_artifact
-    from workloads.mixes import build_mix, startup_burst_schedule
-    from workloads.schedule import make_schedule
-
-    if opts.workload_path:
-        load_artifact(opts.workload_path)  # verify before the run starts
-        return Path(opts.workload_path)
-    rate = opts.rate_per_s if opts.rate_per_s is not None else scenario.workload.arrival_rate_per_s
-    if not rate > 0:
-        raise HarnessError(f"scenario {scenario.name!r} has arrival_rate_per_s = {rate!r}; give --rate R (requests per second).")
-    if opts.mix == "startup-burst":
-        sched = startup_burst_schedule(rate, scenario.startup.startup_s, opts.duration_s, opts.seed)
-    elif opts.schedule in ("constant", "poisson"):
-        sched = make_schedule(opts.schedule, rate_per_s=rate, duration_s=opts.duration_s, seed=opts.seed)
-    elif opts.schedule == "gamma":
-        sched = make_schedule("gamma", rate_per_s=rate, duration_s=opts.duration_s, cv=2.0, seed=opts.seed)
-    else:
-        raise HarnessError(f"--schedule must be constant, poisson or gamma for bench-pd, got {opts.schedule!r}.")
-    w = scenario.workload
-    art = build_mix(opts.mix, sched, seed=opts.seed, api=opts.api, input_tokens=w.input_tokens, output_tokens=w.output_tokens,
-                    prefix_tokens=w.cached_prefix_tokens)
-    return save_artifact(art, workdir)
-
-
-def bench_pd(opts: BenchPdOptions, progress: ProgressFn | None = _print_progress) -> BenchPdResult:
+def bench_pd(opts: BenchPdOptions, progress: ProgressFn | None = print_progress) -> BenchPdResult:
     from harness.model.plan import plan
     from harness.specs.scenario import load_scenario
     from harness.store import Run
