@@ -21,6 +21,7 @@ import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from dataclasses import asdict  # noqa: E402
 from pathlib import Path  # noqa: E402
 from time import perf_counter_ns  # noqa: E402
 from typing import Any  # noqa: E402
@@ -89,7 +90,7 @@ class _Coordinator:
         command_line = extra.pop("command_line", None)
         extra.update({"target_url": cfg.target_url, "workload": self.artifact.summary(), "workers": cfg.workers,
                       "max_concurrency": cfg.max_concurrency, "request_timeout_s": cfg.request_timeout_s,
-                      "api_key_env": cfg.api_key_env, "api_key_sent": bool(self.key),
+                      "api_key_env": cfg.api_key_env, "api_key_sent": bool(self.key), "summary_options": asdict(cfg.summary),
                       "clock": "times in ns since t0 on perf_counter (CLOCK_MONOTONIC)"})
         manifest = new_manifest("load", run_id=cfg.run_id, seeds={"workload": int(self.artifact.meta.get("seed", 0))},
                                 engine=cfg.engine, extra=extra, command_line=command_line)
@@ -199,18 +200,19 @@ class _Coordinator:
                     except subprocess.TimeoutExpired:
                         p.kill()
                         p.wait()
-            from workloads.summary import summarise
-            import pandas as pd
+            from harness.store import Run
+            from workloads.summary import summarise_run, summary_document
 
-            summary = summarise(pd.DataFrame(self.all_records), span_s=self.span_s, options=cfg.summary)
+            # from the stored table, not the records in memory: a killed or imported run summarises the same way
+            summary = summarise_run(Run(self.writer.path), options=cfg.summary, span_s=self.span_s)
             writer_cpu_s = float(self.parts_report.get("writer_cpu_s", 0.0))
-            self.writer.write_json("summary.json", {
-                "load": summary.to_dict(), "span_s": self.span_s,
+            self.writer.write_json("summary.json", summary_document(
+                summary, span_s=self.span_s, options=cfg.summary,
                 # client cost per token: CPU of this process (all users when workers == 0) while the load ran,
                 # plus the part writer process's CPU for encoding and writing the records (its start-up excluded)
-                "client_process": {"cpu_s": self.client_cpu_s + writer_cpu_s, "load_process_cpu_s": self.client_cpu_s,
-                                   "part_writer_cpu_s": writer_cpu_s, "wall_s": self.load_wall_s, "workers": cfg.workers},
-            })
+                client_process={"cpu_s": self.client_cpu_s + writer_cpu_s, "load_process_cpu_s": self.client_cpu_s,
+                                "part_writer_cpu_s": writer_cpu_s, "wall_s": self.load_wall_s, "workers": cfg.workers},
+            ))
             if self.stop_requested:
                 raise KeyboardInterrupt("load run interrupted; the records measured so far are kept")
         print(json.dumps({"run_dir": str(self.writer.path), "valid": summary.valid}), flush=True)

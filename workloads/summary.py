@@ -7,6 +7,10 @@ the window that succeeded and met every SLO given (TTFT and E2E from the intende
 goodput_fraction is the share of measured requests that did. The run is invalid when the client fell behind
 its own schedule: p99 send lag above max_lag_p99_s, or fewer sends in the window than intended
 by more than max_send_shortfall.
+
+`summarise_run` summarises a stored run from its stored requests table (what the load process does at the
+end of a run, so a killed or imported run summarises the same way); `read_summary` reads the versioned
+summary.json sidecar, or derives it from the table when the run has none.
 """
 
 from __future__ import annotations
@@ -150,3 +154,103 @@ def _engine_crosscheck(ok: Any) -> dict[str, Any] | None:
         "output_tokens_diff_nonzero": int((diff != 0).sum()),
         "output_tokens_diff_max_abs": int(diff.abs().max()) if len(diff) else None,
     }
+
+
+# summary.json, the run's summary sidecar. Format history (one upgrade step per version, applied on load):
+#   1: {"schema_version", "load": LoadSummary, "span_s", "options": SummaryOptions, "derived_from", ...};
+#      files written before the field existed carry no version and read as version 1.
+# The field name is the one of harness.versioning (issue 14.3); when that module is on main this reader and
+# writer become load_versioned / stamp_version with the same constant.
+SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_UPGRADES: dict[int, Any] = {}
+SUMMARY_FILE = "summary.json"
+
+
+def summary_options_of(run: Any) -> SummaryOptions:
+    """The options the run was summarised with: its manifest's `summary_options`, else summary.json's, else defaults."""
+    raw = run.manifest.extra.get("summary_options")
+    if raw is None:
+        side = _read_summary_file(run)
+        raw = side.get("options") if side else None
+    if not isinstance(raw, dict):
+        return SummaryOptions()
+    known = {f for f in SummaryOptions.__dataclass_fields__}
+    return SummaryOptions(**{k: v for k, v in raw.items() if k in known})
+
+
+def span_of(run: Any) -> float:
+    """The schedule's length in seconds: summary.json's `span_s`, else the workload's schedule in the manifest,
+    else the last intended send of the stored requests."""
+    side = _read_summary_file(run)
+    if side and side.get("span_s"):
+        return float(side["span_s"])
+    sched = (run.manifest.extra.get("workload") or {}).get("schedule") or {}
+    if sched.get("span_s"):
+        return float(sched["span_s"])
+    if "requests" not in run.tables():
+        return 0.0
+    df = run.table("requests")
+    return float(df["intended_ns"].max()) / 1e9 if len(df) else 0.0
+
+
+def summarise_run(run: Any, *, options: SummaryOptions | None = None, span_s: float | None = None) -> LoadSummary:
+    """The summary of a stored run, from its stored requests table: the same figures whether the run finished,
+    was killed (no summary.json) or was imported. Options and span default to what the run recorded."""
+    import pandas as pd
+
+    df = run.table("requests") if "requests" in run.tables() else pd.DataFrame()  # nothing recorded: an empty summary
+    return summarise(df, span_s=span_of(run) if span_s is None else span_s,
+                     options=summary_options_of(run) if options is None else options)
+
+
+def summary_document(summary: LoadSummary, *, span_s: float, options: SummaryOptions, **extra: Any) -> dict[str, Any]:
+    """What summary.json holds (versioned; `extra` e.g. client_process)."""
+    return {"schema_version": SUMMARY_SCHEMA_VERSION, "load": summary.to_dict(), "span_s": span_s, "options": asdict(options),
+            "derived_from": "requests table", **extra}
+
+
+def read_summary(run: Any) -> dict[str, Any]:
+    """summary.json of `run` at the current version; a run without one (killed, imported) gets the document
+    derived from its stored requests table, marked `"derived": true`."""
+    side = _read_summary_file(run)
+    if side is not None:
+        return side
+    from harness.errors import HarnessError
+
+    if "requests" not in run.tables():
+        raise HarnessError(f"run {run.path} has neither {SUMMARY_FILE} nor a requests table; it measured nothing to summarise.")
+    options = summary_options_of(run)
+    span_s = span_of(run)
+    doc = summary_document(summarise_run(run, options=options, span_s=span_s), span_s=span_s, options=options)
+    doc["derived"] = True
+    doc["note"] = (f"no {SUMMARY_FILE} (run status {run.manifest.status}): summarised from the stored requests table")
+    return doc
+
+
+def _read_summary_file(run: Any) -> dict[str, Any] | None:
+    import json
+
+    from harness.errors import HarnessError
+
+    path = run.path / SUMMARY_FILE
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HarnessError(f"{path} cannot be read ({exc}); delete it and `harness report {run.path}` summarises the run "
+                           "from its requests table.") from None
+    if not isinstance(data, dict):
+        raise HarnessError(f"{path} is not a JSON object; delete it to summarise the run from its requests table.")
+    v = data.get("schema_version", 1)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise HarnessError(f"{path}: schema_version must be an integer >= 1, got {v!r}; delete the file to summarise the run "
+                           "from its requests table.")
+    if v > SUMMARY_SCHEMA_VERSION:
+        raise HarnessError(f"{path}: schema_version {v} is newer than this harness understands ({SUMMARY_SCHEMA_VERSION}); "
+                           "upgrade the harness.")
+    while v < SUMMARY_SCHEMA_VERSION:
+        data = SUMMARY_UPGRADES[v](data)
+        v += 1
+    data["schema_version"] = SUMMARY_SCHEMA_VERSION
+    return data

@@ -19,6 +19,7 @@ from harness.bench.progress import ProgressFn, print_progress
 from harness.bench.workload import build_workload
 from harness.errors import HarnessError
 from workloads.config import LoadConfig, SummaryOptions, check_http_url
+from workloads.summary import read_summary
 
 
 @dataclass(frozen=True)
@@ -147,5 +148,5 @@ def bench_pd(opts: BenchPdOptions, progress: ProgressFn | None = print_progress)
         from harness.report.bench_pd import render
 
         paths = [str(p) for p in render(run, Path(opts.report_dir) / run.manifest.run_id)]
-    summary = run.json("summary.json")["load"]
+    summary = read_summary(run)["load"]
     return BenchPdResult(str(run_dir), paths, summary, label)

@@ -20,6 +20,7 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.model import queueing
+from workloads.summary import read_summary
 
 
 def _ms(x: float | None) -> str:
@@ -114,10 +115,8 @@ def render(run: Any, out_dir: str | Path) -> list[Path]:
     req = run.table("requests")
     metrics = run.table("server_metrics") if "server_metrics" in tables else None
     emits = run.table("target_emits") if "target_emits" in tables else None
-    try:
-        summary = run.json("summary.json")["load"]
-    except FileNotFoundError:
-        raise HarnessError(f"run {run.path} has no summary.json; the load run did not finish (status {m.status}).") from None
+    side = read_summary(run)  # a run killed before its summary.json is summarised from its stored requests table
+    summary = side["load"]
     try:
         plan = run.json("plan.json")
     except FileNotFoundError:
@@ -128,7 +127,7 @@ def render(run: Any, out_dir: str | Path) -> list[Path]:
     startup_s = float(engine.get("startup_s", facts.get("startup", {}).get("startup_s", 0.0)) or 0.0) if simulated else \
         float(facts.get("startup", {}).get("startup_s", 0.0) or 0.0)
     ok = req[req["error_class"] == "ok"]
-    span = float(run.json("summary.json").get("span_s", 0.0))
+    span = float(side.get("span_s", 0.0))
     figs: dict[str, str] = {}
 
     # latency distributions
@@ -257,7 +256,8 @@ def render(run: Any, out_dir: str | Path) -> list[Path]:
               "Chapter 9 model, not from a GPU.") if simulated else f"Target: {m.extra.get('target_url', 'external')}"
     title = f"bench-pd — {m.extra.get('scenario', '')} — {m.run_id}"
 
-    md = [f"# {title}", "", f"**{banner}**", "", f"Run: `{run.path}` · status {m.status} · {validity}", "",
+    derived = [f"Note: {side['note']}.", ""] if side.get("derived") else []
+    md = [f"# {title}", "", f"**{banner}**", "", f"Run: `{run.path}` · status {m.status} · {validity}", "", *derived,
           f"Window {summary['window_start_s']:.1f}–{summary['window_end_s']:.1f} s · {summary['requests_total']} requests "
           f"({summary['requests_ok']} ok of {summary['requests_measured']} measured)", "",
           "| quantity | measured | model (Chapter 9) |", "|---|---|---|"]
@@ -274,6 +274,7 @@ def render(run: Any, out_dir: str | Path) -> list[Path]:
          "table{border-collapse:collapse}.sim{background:#fff3cd;padding:8px;border:1px solid #e0c060}</style></head><body>",
          f"<h1>{html.escape(title)}</h1>", f"<p class='sim'><b>{html.escape(banner)}</b></p>",
          f"<p>Run <code>{html.escape(str(run.path))}</code> · status {html.escape(m.status)} · <b>{html.escape(validity)}</b></p>",
+         *([f"<p>Note: {html.escape(side['note'])}.</p>"] if side.get("derived") else []),
          "<table><tr><th>quantity</th><th>measured</th><th>model (Chapter 9)</th></tr>"]
     h += [f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape(c)}</td></tr>" for a, b, c in rows]
     h.append("</table>")

@@ -48,3 +48,91 @@ def test_errors_are_counted_by_class_and_excluded_from_latency():
     s = summarise(pd.DataFrame(rows), span_s=1.0)
     assert s.errors_by_class == {"ok": 1, "timeout": 1}
     assert s.ttft_s["max"] == pytest.approx(0.1)
+
+
+def _stored_run(tmp_path, rows, *, span_s, options, with_summary=True, status="complete"):
+    from dataclasses import asdict
+
+    from harness.records import new_manifest
+    from harness.store import RunWriter
+    from workloads.summary import summarise_run, summary_document
+
+    m = new_manifest("load", run_id="summary-test", machine="test-machine",
+                     extra={"summary_options": asdict(options), "workload": {"schedule": {"span_s": span_s}}})
+    w = RunWriter(m, tmp_path)
+    w.append("requests", rows[: len(rows) // 2])
+    w.append("requests", rows[len(rows) // 2:])
+    if with_summary:
+        from harness.store import Run
+
+        s = summarise_run(Run(w.path), options=options, span_s=span_s)
+        w.write_json("summary.json", summary_document(s, span_s=span_s, options=options))
+    w.update_manifest(status=status)
+    return w.path
+
+
+def _mixed_rows():
+    rows = [_rec(i, i * 0.25, 0.2 + 0.01 * (i % 7), 0.02, lag_s=0.001 * (i % 3)) for i in range(40)]
+    rows[5] = _rec(5, 1.25, 9.0, 0.01, cls="timeout")
+    rows[6]["output_tokens_usage"] = None
+    rows[6]["usage_missing"] = True
+    return rows
+
+
+def test_summary_from_the_stored_table_equals_the_one_from_records(tmp_path):
+    from harness.store import Run
+    from workloads.summary import summarise_run
+
+    opts = SummaryOptions(warmup_s=1.0, cooldown_s=0.5, slo_ttft_s=0.25, slo_tpot_s=0.05)
+    rows = _mixed_rows()
+    in_memory = summarise(pd.DataFrame(rows), span_s=10.0, options=opts).to_dict()
+    stored = summarise_run(Run(_stored_run(tmp_path, rows, span_s=10.0, options=opts)), options=opts, span_s=10.0).to_dict()
+    assert stored == in_memory
+    assert stored["errors_by_class"] == {"ok": 39, "timeout": 1} and stored["usage_missing"] == 1
+
+
+def test_a_killed_run_is_summarised_from_its_table_with_its_recorded_options(tmp_path):
+    from harness.store import Run
+    from workloads.summary import read_summary
+
+    opts = SummaryOptions(warmup_s=2.0, slo_ttft_s=0.25)
+    rows = _mixed_rows()
+    run = Run(_stored_run(tmp_path, rows, span_s=10.0, options=opts, with_summary=False, status="failed"))
+    doc = read_summary(run)
+    assert doc["derived"] is True and "status failed" in doc["note"] and doc["schema_version"] == 1
+    assert doc["span_s"] == 10.0 and doc["options"]["warmup_s"] == 2.0  # from the manifest, not the defaults
+    assert doc["load"] == summarise(pd.DataFrame(rows), span_s=10.0, options=opts).to_dict()
+
+
+def test_summary_json_is_versioned_and_a_newer_one_is_refused(tmp_path):
+    import json
+
+    from harness.errors import HarnessError
+    from harness.store import Run
+    from workloads.summary import SUMMARY_SCHEMA_VERSION, read_summary
+
+    path = _stored_run(tmp_path, _mixed_rows(), span_s=10.0, options=SummaryOptions())
+    doc = json.loads((path / "summary.json").read_text())
+    assert doc["schema_version"] == SUMMARY_SCHEMA_VERSION and doc["derived_from"] == "requests table"
+    del doc["schema_version"]  # written before summary.json was versioned: version 1
+    (path / "summary.json").write_text(json.dumps(doc))
+    assert read_summary(Run(path))["schema_version"] == 1
+    doc["schema_version"] = SUMMARY_SCHEMA_VERSION + 1
+    (path / "summary.json").write_text(json.dumps(doc))
+    with pytest.raises(HarnessError, match="newer than this harness understands.*upgrade the harness"):
+        read_summary(Run(path))
+    (path / "summary.json").write_text("{not json")
+    with pytest.raises(HarnessError, match="cannot be read.*delete it"):
+        read_summary(Run(path))
+
+
+def test_the_report_renders_a_run_killed_before_its_summary(tmp_path):
+    from harness.compare.synthetic import SyntheticLoad, write_synthetic_load_run
+    from harness.report.bench_pd import render
+
+    path = write_synthetic_load_run(tmp_path / "results", SyntheticLoad(requests=60))
+    (path / "summary.json").unlink()
+    md = next(p for p in render(path, tmp_path / "report") if p.name == "summary.md").read_text()
+    assert "Note: no summary.json (run status complete): summarised from the stored requests table." in md
+    # the synthetic manifest records no schedule, so the span falls back to the last intended send (window end exclusive)
+    assert "Window 0.0–14.8 s · 60 requests (59 ok of 59 measured)" in md
