@@ -1,22 +1,26 @@
-"""Run the load generator's bench-pd against a launched engine and cross-check it with the engine's counters.
+"""`harness engine CONFIG`: check a config, print its commands, or launch the engine, measure its time-to-ready,
+optionally run bench-pd against it and cross-check the load generator with the engine's counters, stop.
 
 `harness engine CONFIG --bench-pd` = launch (time-to-ready), scrape /metrics, run harness.bench.pd's
 bench_pd against the engine's endpoint, scrape again, compare client totals with the counter
 deltas (harness.engines.crosscheck), store everything with the engine run, stop.
+Text output is harness.report.engine's; this module only runs things.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from harness.bench.pd import BenchPdOptions, bench_pd
 from harness.bench.progress import print_progress
 from harness.engines import metrics as prom
-from harness.engines.config import ENGINE_CONFIG_DIR
+from harness.engines.config import ENGINE_CONFIG_DIR, EngineConfig
 from harness.engines.crosscheck import CrossRow, crosscheck_llama_cpp
-from harness.engines.launcher import RunningEngine
+from harness.engines.launcher import LaunchPlan, RunningEngine
+from harness.engines.session import SessionResult, make_plan, run_session
 from harness.errors import HarnessError
 
 DEFAULT_SCENARIO = ENGINE_CONFIG_DIR / "bench-pd-cpu-gemma3.toml"
@@ -55,3 +59,90 @@ def bench_pd_against(eng: RunningEngine, *, scenario: str | Path = DEFAULT_SCENA
     rows = crosscheck_llama_cpp(Run(res.run_dir).table("requests"), before, after)
     return BenchCheck(api, res.run_dir, res.report_paths, res.summary, rows)
 
+
+
+@dataclass(frozen=True)
+class EngineCheck:
+    """`harness engine CONFIG --check`: the config is valid; whether the engine is installed here."""
+
+    config: str
+    name: str
+    engine: str
+    mode: str
+    processes: list[str]
+    not_installed_reason: str | None
+
+    @property
+    def installed(self) -> bool:
+        return self.not_installed_reason is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"config": self.config, "name": self.name, "engine": self.engine, "mode": self.mode,
+                "processes": self.processes, "installed": self.installed, "not_installed_reason": self.not_installed_reason}
+
+
+def check_session_flags(port: int | None, hold_s: float) -> None:
+    """--port and --hold-s, refused with the fix before anything is loaded or started."""
+    if port is not None and not (1 <= port <= 65535):
+        raise HarnessError(f"--port must be between 1 and 65535, got {port}.")
+    if not math.isfinite(hold_s) or hold_s < 0:
+        raise HarnessError(f"--hold-s must be a finite number of seconds >= 0, got {hold_s!r}; use --serve to serve until interrupted.")
+
+
+def check_engine(cfg: EngineConfig, port: int | None = None) -> EngineCheck:
+    plan = make_plan(cfg, resolve=False, port=port)
+    missing = None
+    if cfg.engine == "llama.cpp":
+        from harness.engines.llama_cpp import binary_available  # noqa: PLC0415
+
+        missing = binary_available(cfg.options.binary)  # type: ignore[attr-defined]
+    return EngineCheck(cfg.source, cfg.name, cfg.engine, cfg.base.mode, [p.role for p in plan.processes], missing)
+
+
+def dry_run_plan(cfg: EngineConfig, port: int | None = None) -> LaunchPlan:
+    """The exact commands (with their environment), nothing started."""
+    return make_plan(cfg, resolve=False, port=port)
+
+
+def dry_run_dict(cfg: EngineConfig, plan: LaunchPlan) -> dict[str, Any]:
+    return {"config": cfg.name, "engine": cfg.engine, "mode": plan.mode, "endpoint": plan.endpoint,
+            "served_name": plan.served_name, "processes": [p.to_dict() for p in plan.processes]}
+
+
+@dataclass(frozen=True)
+class EngineBenchRequest:
+    """What `--bench-pd` runs against the engine once it is ready: one bench-pd per API."""
+
+    scenario: str | Path = DEFAULT_SCENARIO
+    duration_s: float = 20.0
+    rate_per_s: float | None = None
+    apis: Sequence[str] = ("chat", "completions")
+    results_dir: str = "results"
+    report_dir: str | None = "reports"
+
+
+def engine_session(cfg: EngineConfig, *, results_dir: str | None = "results", serve: bool = False, hold_s: float = 0.0,
+                   port: int | None = None, log_dir: str | None = None, bench: EngineBenchRequest | None = None,
+                   command_line: list[str] | None = None,
+                   notify: Callable[[str], None] | None = None) -> tuple[SessionResult, list[BenchCheck]]:
+    """Launch, measure, (bench,) hold (`serve`: until interrupted), store, stop; `notify` hears "ready: ..." lines."""
+    check_session_flags(port, hold_s)
+    benches: list[BenchCheck] = []
+
+    def on_ready(eng: RunningEngine) -> dict[str, Any] | None:
+        if notify is not None:
+            from harness.report.engine import ready_lines  # noqa: PLC0415
+
+            for line in ready_lines(eng, serve):
+                notify(line)
+        if bench is None:
+            return None
+        for api in bench.apis:
+            benches.append(bench_pd_against(eng, scenario=bench.scenario, duration_s=bench.duration_s,
+                                            rate_per_s=bench.rate_per_s, api=api, results_dir=bench.results_dir,
+                                            report_dir=bench.report_dir))
+        return {"bench_pd": [b.to_dict() for b in benches]}
+
+    res = run_session(cfg, results_dir=results_dir, hold_s=math.inf if serve else hold_s, port=port, log_dir=log_dir,
+                      on_ready=on_ready, command_line=command_line)
+    return res, benches

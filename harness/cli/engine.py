@@ -11,13 +11,10 @@ CONFIG is a TOML file or the name of one in workloads/engines/ (format: docs/eng
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 from harness.cli._output import print_json
 from harness.engines.config import load_engine_config
-from harness.engines.session import make_plan, run_session
-from harness.errors import HarnessError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,92 +40,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _dry_run_text(plan) -> str:
-    lines = [f"# {plan.config_name}: {plan.engine}, mode {plan.mode}, endpoint {plan.endpoint} (model {plan.served_name})"]
-    for p in plan.processes:
-        lines.append(f"# {p.role}: health {p.base_url}{p.health_path}" + (f", metrics {p.base_url}{p.metrics_path}" if p.metrics_path else ""))
-        lines.append(p.shell())
-    return "\n".join(lines)
-
-
 def main(args: argparse.Namespace) -> int:
-    if args.port is not None and not (1 <= args.port <= 65535):
-        raise HarnessError(f"--port must be between 1 and 65535, got {args.port}.")
-    if not math.isfinite(args.hold_s) or args.hold_s < 0:
-        raise HarnessError(f"--hold-s must be a finite number of seconds >= 0, got {args.hold_s!r}; use --serve to serve until interrupted.")
+    from harness.bench import engine as uc  # noqa: PLC0415
+    from harness.report import engine as text  # noqa: PLC0415
+
+    uc.check_session_flags(args.port, args.hold_s)
     cfg = load_engine_config(args.config)
     if args.check:
-        plan = make_plan(cfg, resolve=False, port=args.port)
-        missing = None
-        if cfg.engine == "llama.cpp":
-            from harness.engines.llama_cpp import binary_available  # noqa: PLC0415
-
-            missing = binary_available(cfg.options.binary)  # type: ignore[attr-defined]
-        out = {"config": cfg.source, "name": cfg.name, "engine": cfg.engine, "mode": cfg.base.mode,
-               "processes": [p.role for p in plan.processes], "installed": missing is None, "not_installed_reason": missing}
-        if args.json:
-            print_json(out)
-        else:
-            print(f"ok: {cfg.name} ({cfg.engine}, mode {cfg.base.mode}): {len(plan.processes)} process(es): {', '.join(out['processes'])}")
-            if missing:
-                print(f"note: {missing}")
+        c = uc.check_engine(cfg, args.port)
+        _out(args, c.to_dict(), lambda: text.render_check(c))
         return 0
     if args.dry_run:
-        plan = make_plan(cfg, resolve=False, port=args.port)
-        if args.json:
-            print_json({"config": cfg.name, "engine": cfg.engine, "mode": plan.mode, "endpoint": plan.endpoint,
-                        "served_name": plan.served_name, "processes": [p.to_dict() for p in plan.processes]})
-        else:
-            print(_dry_run_text(plan))
+        plan = uc.dry_run_plan(cfg, args.port)
+        _out(args, uc.dry_run_dict(cfg, plan), lambda: text.render_dry_run(plan))
         return 0
-
-    benches: list = []
-
-    def announce(eng) -> dict | None:
-        t = eng.time_to_ready
-        print(f"ready: {eng.plan.endpoint} (model {eng.plan.served_name}) in {t.ready_s:.3f} s", file=sys.stderr)
-        if args.serve:
-            print("serving; Ctrl-C stops it", file=sys.stderr)
-        sys.stderr.flush()
-        if not args.bench_pd:
-            return None
-        from harness.bench.engine import DEFAULT_SCENARIO, bench_pd_against  # noqa: PLC0415
-
-        for api in (["chat", "completions"] if args.api == "both" else [args.api]):
-            benches.append(bench_pd_against(eng, scenario=args.scenario or DEFAULT_SCENARIO, duration_s=args.duration_s,
-                                            rate_per_s=args.rate, api=api, results_dir=args.results,
-                                            report_dir=args.report_dir or None))
-        return {"bench_pd": [b.to_dict() for b in benches]}
-
-    res = run_session(
-        cfg, results_dir=None if args.no_store else args.results, hold_s=math.inf if args.serve else args.hold_s,
-        port=args.port, log_dir=args.log_dir, on_ready=announce, command_line=["harness", *sys.argv[1:]],
-    )
-    if args.json:
-        print_json(res.to_dict())
-        return 0
-    t = res.time_to_ready
-    e = res.engine
-    rel = f", release {e['release']}" if e.get("release") else ""
-    print(f"engine      {e.get('name')} version {e.get('version')} ({e.get('commit') or 'commit unknown'}{rel})")
-    print(f"endpoint    {res.endpoint}  model {e.get('served_name')}")
-    print(f"healthy     {t.healthy_s:8.3f} s after spawn")
-    print(f"first reply {t.first_request_s:8.3f} s after spawn (time-to-ready; the request took {t.probe_latency_s:.3f} s)")
-    for role, n in res.metrics.items():
-        print(f"metrics     {role}: {n} samples")
-    for n in res.notes:
-        print(f"note        {n}")
-    print(f"stopped     {', '.join(f'{r}: exit {c}' for r, c in res.stop_codes.items())}")
-    if res.run_dir:
-        print(f"stored      {res.run_dir}")
-    if benches:
-        from harness.engines.crosscheck import render_rows  # noqa: PLC0415
-
-        for bc in benches:
-            s = bc.summary
-            print(f"\nbench-pd ({bc.api}): {bc.run_dir}")
-            print(f"  {s['requests_ok']} ok of {s['requests_total']}, {s['output_tokens_per_s']:.1f} output tokens/s; "
-                  "the bench-pd report's model column is the GPU PD plan of the scenario, not a CPU prediction")
-            print("  client vs engine (llama.cpp /metrics deltas over the run):")
-            print("".join("  " + ln + "\n" for ln in render_rows(bc.rows).splitlines()), end="")
+    bench = None
+    if args.bench_pd:
+        bench = uc.EngineBenchRequest(scenario=args.scenario or uc.DEFAULT_SCENARIO, duration_s=args.duration_s,
+                                      rate_per_s=args.rate, apis=["chat", "completions"] if args.api == "both" else [args.api],
+                                      results_dir=args.results, report_dir=args.report_dir or None)
+    res, benches = uc.engine_session(cfg, results_dir=None if args.no_store else args.results, serve=args.serve,
+                                     hold_s=args.hold_s, port=args.port, log_dir=args.log_dir, bench=bench,
+                                     command_line=["harness", *sys.argv[1:]], notify=_notify)
+    _out(args, res.to_dict(), lambda: text.render_session(res, benches))
     return 0
+
+
+def _out(args: argparse.Namespace, data: dict, render) -> None:
+    if args.json:
+        print_json(data)
+    else:
+        print(render())
+
+
+def _notify(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

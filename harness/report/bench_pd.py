@@ -20,7 +20,10 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.model import queueing
+from harness.report.renderer import ReportOptions, RunSource
 from workloads.summary import read_summary
+
+RUN_KINDS = ("load",)
 
 
 def _ms(x: float | None) -> str:
@@ -91,8 +94,8 @@ def _timing_error(req: Any, emits: Any) -> dict[str, Any] | None:
             "max_s": float(err.max()), "min_s": float(err.min())}
 
 
-def render(run: Any, out_dir: str | Path) -> list[Path]:
-    """Write report.html and summary.md for a bench-pd run; returns the paths written."""
+def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = None) -> list[Path]:
+    """Write report.html and summary.md for a bench-pd run; returns the paths written (no option is used)."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -10,7 +10,6 @@ and, when load runs exist, predicted vs measured throughput and TTFT.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +20,10 @@ from harness.errors import HarnessError
 from harness.report import figures as F
 from harness.report.conclusions import evaluate
 from harness.report.page import Figure, Page, Table
+from harness.report.renderer import ReportOptions
 
 RUN_KINDS = ("micro", "calibration")
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "workloads" / "scenarios" / "ch9-hetero-pd.toml"
-
-
-@dataclass(frozen=True)
-class ReportOptions:
-    scenario: str | None = None  # default: the chapter's 4×A100 + 4×H20 scenario
-    calibration: str | None = None  # a calibration file instead of fitting the runs
-    proxy: str = "auto"  # "auto", "none", or "gpu=device,gpu=device"
-    seed: int = 0
-    n_bootstrap: int = 200
-    load: str | None = None  # a directory with load runs to compare with
 
 
 def _pct(x: float | None) -> str:

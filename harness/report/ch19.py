@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.report.renderer import ReportOptions, RunSource
 
 RUN_KINDS = ("sweep",)
 SUITES = ("precision", "mixed_step", "cuda_graphs", "allocator", "offload")
@@ -238,7 +239,9 @@ def sweep_section(sweeps: list[Any]) -> list[str]:
     return lines
 
 
-def render(path: str | Path, out_dir: str | Path, scenario: str | Path | None = None) -> list[Path]:
+def render(path: RunSource, out_dir: str | Path, options: ReportOptions | None = None) -> list[Path]:
+    """ch19.md and ch19.html for the runs below `path`; options.scenario is the scenario re-planned (default ch9-hetero-pd)."""
+    scenario = options.scenario if options else None
     p = Path(path)
     if not p.exists():
         raise HarnessError(f"{p} does not exist; give a run directory or results/<machine>/.")

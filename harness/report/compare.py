@@ -14,6 +14,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.report.page import Figure, Page, Table
+from harness.report.renderer import ReportOptions, RunSource
+
+RUN_KINDS: tuple[str, ...] = ()  # explicit only: `--renderer compare` (a folder of load runs defaults to bench-pd)
 
 DPI = 80
 FAMILY_TITLES = {"ttft_s": "TTFT", "tpot_s": "TPOT", "itl_s": "ITL", "e2e_s": "E2E"}
@@ -206,9 +209,10 @@ def render_comparison(cmp: Any, out_dir: str | Path, gates: Sequence[Any] = (), 
     return page.write(out_dir)
 
 
-def render(runs: Any, out_dir: str | Path, options: Any = None) -> list[Path]:
+def render(runs: RunSource, out_dir: str | Path, options: ReportOptions | None = None) -> list[Path]:
     """RENDERERS entry: `runs` is a list of run directories (baseline first within each workload), or one
-    directory holding several runs (`harness report results/<machine>/ --renderer compare`: oldest first)."""
+    directory holding several runs (`harness report results/<machine>/ --renderer compare`: oldest first).
+    No report option is used (the comparison's own options are `harness compare`'s)."""
     from harness.compare.compare import compare_runs
     from harness.store import iter_runs
 
@@ -217,4 +221,4 @@ def render(runs: Any, out_dir: str | Path, options: Any = None) -> list[Path]:
         paths = [p] if (p / "manifest.json").is_file() else [r.path for r in iter_runs(p)]
     else:
         paths = list(runs)
-    return render_comparison(compare_runs(paths, options), out_dir)
+    return render_comparison(compare_runs(paths), out_dir)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from harness.cli import main
-from harness.cli.report import pick_renderer
+from harness.report.registry import pick_renderer
 from harness.records import new_manifest
 from harness.report.calibration import ReportOptions, render
 from harness.store import RunWriter
