@@ -1,1 +1,1 @@
-"""Telemetry: NVML sampling, NVTX ranges, Prometheus scraping; each degrades to nothing without its backend."""
+"""Telemetry: NVML sampling, NVTX ranges, Prometheus scraping, /proc accounting (process CPU, socket queues); each degrades to nothing without its backend."""

@@ -7,7 +7,7 @@ Three measurements (results recorded in docs/loadgen-speed.md):
 
 The target is harness.target in its fixed-timing profile (aiohttp, one process); the client is
 workloads.loadrun with no workers (one process, one core). Error = client arrival − target emit
-(perf_counter_ns on both sides, same host). Run: .venv/bin/python -m workloads.bench.loadgen_speed [--quick]
+(perf_counter_ns on both sides, same host). Run: .venv/bin/python -m harness.bench.loadgen_speed [--quick]
 [--only light,c64,tput] [--tput-api chat|completions]; each part records the load average it ran under.
 """
 

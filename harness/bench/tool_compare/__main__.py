@@ -1,0 +1,5 @@
+"""python -m harness.bench.tool_compare: see the package docstring."""
+
+from harness.bench.tool_compare.cli import main
+
+raise SystemExit(main())

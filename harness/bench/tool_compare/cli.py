@@ -1,0 +1,138 @@
+"""Flags of `python -m harness.bench.tool_compare`, checked (every bad value names its flag and the fix), and `main`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import harness.bench.tool_compare as _package
+from harness.bench.tool_compare.adapters import ADAPTERS, TOOLS, Tools, Workload
+from harness.bench.tool_compare.run import one_run
+from harness.bench.tool_compare.stats import summarise
+from harness.bench.tool_compare.tokenizer import write_word_tokenizer
+from harness.errors import HarnessError
+from harness.records import cpu_model
+
+package_doc = _package.__doc__
+
+
+def _positive(flag: str, value: float, *, integer: bool = False, low: float = 0.0) -> None:
+    if integer and (isinstance(value, bool) or int(value) != value):
+        raise HarnessError(f"{flag} must be a whole number, got {value!r}; give e.g. {flag} 4.")
+    if not value > low:
+        raise HarnessError(f"{flag} must be > {low:g}, got {value!r}; give a positive value.")
+
+
+def _executable(flag: str, value: str | None) -> str | None:
+    if value is None:
+        return None
+    p = Path(value)
+    if not p.is_file() or not os.access(p, os.X_OK):
+        raise HarnessError(f"{flag} {value!r} is not an executable file; give the tool's entry point in its virtualenv, "
+                           f"e.g. {flag} /tmp/venv-{flag.lstrip('-')}/bin/{flag.lstrip('-')}.")
+    return str(p.resolve())
+
+
+def validate(args: argparse.Namespace) -> tuple[list[str], Workload, Tools]:
+    _positive("--rounds", args.rounds, integer=True)
+    _positive("--requests", args.requests, integer=True)
+    _positive("--input-tokens", args.input_tokens, integer=True)
+    _positive("--output-tokens", args.output_tokens, integer=True)
+    _positive("--concurrency", args.concurrency, integer=True)
+    _positive("--sample-interval-s", args.sample_interval_s)
+    if args.sample_interval_s > 5.0:
+        raise HarnessError(f"--sample-interval-s must be at most 5 s (the load lasts a few seconds), got {args.sample_interval_s!r}; "
+                           "give about 0.1.")
+    _positive("--run-timeout-s", args.run_timeout_s)
+    _positive("--max-loadavg", args.max_loadavg)
+    _positive("--max-busy-pct", args.max_busy_pct)
+    if args.max_busy_pct > 100:
+        raise HarnessError(f"--max-busy-pct is a percentage of all CPUs, at most 100, got {args.max_busy_pct!r}; give e.g. 15.")
+    if args.quiet_timeout_s < 0:
+        raise HarnessError(f"--quiet-timeout-s must be >= 0, got {args.quiet_timeout_s!r}; give 0 to start at once.")
+    tools = Tools(guidellm=_executable("--guidellm", args.guidellm), aiperf=_executable("--aiperf", args.aiperf))
+    given = {t: ADAPTERS[t].given(tools) for t in TOOLS}
+    if args.tools is None:
+        chosen = [t for t in TOOLS if given[t]]
+    else:
+        chosen = [x.strip() for x in args.tools.split(",") if x.strip()]
+        bad = [x for x in chosen if x not in TOOLS]
+        if bad or not chosen:
+            raise HarnessError(f"--tools takes a comma-separated subset of {','.join(TOOLS)}, got {args.tools!r}.")
+        missing = [x for x in chosen if not given[x]]
+        if missing:
+            raise HarnessError(f"--tools names {','.join(missing)} but no executable was given; add "
+                               + " ".join(f"--{m} PATH" for m in missing) + ".")
+        chosen = [t for t in TOOLS if t in chosen]  # the round-robin order is fixed
+    if any(ADAPTERS[t].needs_tokenizer for t in chosen):
+        if args.tokenizer is None:  # the word-level tokenizer of the target's own token count, built here
+            args.tokenizer = str(write_word_tokenizer(Path(args.work_dir or tempfile.mkdtemp(prefix="tool-compare-")) / "tokenizer"))
+        if not (Path(args.tokenizer) / "tokenizer.json").is_file():
+            raise HarnessError(f"--tokenizer {args.tokenizer!r} has no tokenizer.json; give the directory that save_pretrained wrote.")
+        tools.tokenizer = str(Path(args.tokenizer).resolve())
+    if args.out is not None and not Path(args.out).resolve().parent.is_dir():
+        raise HarnessError(f"--out {args.out!r}: its directory does not exist; create it or give another path.")
+    if args.work_dir is not None and Path(args.work_dir).exists() and not Path(args.work_dir).is_dir():
+        raise HarnessError(f"--work-dir {args.work_dir!r} exists and is not a directory; give a directory.")
+    wl = Workload(int(args.requests), int(args.input_tokens), int(args.output_tokens), int(args.concurrency))
+    return chosen, wl, tools
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m harness.bench.tool_compare", description=package_doc,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--guidellm", help="path of the guidellm executable (e.g. /tmp/venv-guidellm/bin/guidellm); not given: skipped")
+    p.add_argument("--aiperf", help="path of the aiperf executable (e.g. /tmp/venv-aiperf/bin/aiperf); not given: skipped")
+    p.add_argument("--tokenizer", help="local directory with tokenizer.json for guidellm / AIPerf (nothing is downloaded); "
+                                       "default: a word-level one written to the work directory")
+    p.add_argument("--tools", default=None, help="comma-separated subset of ours,guidellm,aiperf (default: ours and every tool given)")
+    p.add_argument("--rounds", type=int, default=1, help="rounds; each runs every tool once, in the order ours, guidellm, aiperf")
+    p.add_argument("--requests", type=int, default=256)
+    p.add_argument("--input-tokens", type=int, default=128)
+    p.add_argument("--output-tokens", type=int, default=4096)
+    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--sample-interval-s", type=float, default=0.1)
+    p.add_argument("--run-timeout-s", type=float, default=600.0, help="a command running longer is stopped")
+    p.add_argument("--max-loadavg", type=float, default=1.0, help="wait before each run until the 1-minute load average is below this")
+    p.add_argument("--max-busy-pct", type=float, default=15.0, help="... and the CPUs were less busy than this over 3 s")
+    p.add_argument("--quiet-timeout-s", type=float, default=120.0, help="wait at most this long for a quiet machine (recorded)")
+    p.add_argument("--work-dir", default=None, help="where runs keep their logs and samples (default: a new /tmp directory)")
+    p.add_argument("--out", default=None, help="write the results as JSON here")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m harness.bench.tool_compare: exit 0 with the summary as JSON, 1 on a bad flag (named)."""
+    args = parser().parse_args(argv)
+    try:
+        chosen, wl, tools = validate(args)
+        work_dir = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="tool-compare-"))
+        work_dir.mkdir(parents=True, exist_ok=True)
+        res: dict[str, Any] = {
+            "host": {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
+                     "kernel": platform.release()},
+            "workload": {**asdict(wl), "tokens": wl.tokens, "api": "/v1/completions", "streaming": True,
+                         "target": "harness.target --profile fixed --ttft-s 0 --itl-s 0"},
+            "tools": chosen, "work_dir": str(work_dir), "runs": []}
+        for rnd in range(1, args.rounds + 1):
+            for tool in chosen:
+                res["runs"].append(one_run(tool, rnd, wl, tools, work_dir, args))
+                res["summary"] = summarise(res["runs"])
+                if args.out:  # after every run, so an interrupted series keeps what it measured
+                    Path(args.out).write_text(json.dumps(res, indent=2))
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(res["summary"], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,74 @@
+"""One run of one tool: wait for a quiet machine, start a fresh fixed-timing target, run the tool's command
+sampled, check the target's and the tool's counts, find the load window, and return the run's record."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from harness.bench.tool_compare.adapters import Tools, Workload, adapter, tool_report
+from harness.bench.tool_compare.sampling import TargetPoller, find_load_window, run_sampled
+from harness.telemetry.proc import wait_quiet
+
+
+def one_run(tool: str, rnd: int, wl: Workload, tools: Tools, work_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    from harness.target.process import start_target
+
+    ad = adapter(tool)
+    run_dir = work_dir / f"r{rnd}-{tool}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    quiet = wait_quiet(args.max_loadavg, args.max_busy_pct, args.quiet_timeout_s)
+    rec: dict[str, Any] = {"tool": tool, "round": rnd, "start_conditions": quiet, "run_dir": str(run_dir)}
+    print(f"[tool_compare] round {rnd} {tool}: load {quiet['loadavg_1m']} busy {quiet['busy_pct_3s']} % "
+          f"(waited {quiet['waited_s']} s{'' if quiet['quiet'] else ', never quiet'})", file=sys.stderr, flush=True)
+    with start_target(["--profile", "fixed", "--ttft-s", "0", "--itl-s", "0"], max_lifetime_s=args.run_timeout_s + 120) as t:
+        cmd, cwd = ad.command(t.url, wl, tools, run_dir)
+        rec["command"] = cmd
+        env = ad.environment({**os.environ, **tools.extra_env})
+        rec["env_offline"] = {k: env.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+        poller = TargetPoller(t.url)
+        try:
+            res = run_sampled(cmd, cwd=cwd, env=env, log_dir=run_dir, poller=poller,
+                              n_requests=wl.requests, interval_s=args.sample_interval_s, timeout_s=args.run_timeout_s)
+            target_final = poller.counters()
+        finally:
+            poller.close()
+    samples = res.pop("samples")
+    (run_dir / "samples.json").write_text(json.dumps([asdict(s) for s in samples]))
+    rec.update(res)
+    rec["loadavg_1m_end"] = round(os.getloadavg()[0], 2)
+    rec["target"] = {"requests_received": target_final[0], "requests_finished": target_final[1],
+                     "tokens_generated": target_final[2]}
+    stdout = (run_dir / "stdout.txt").read_text(errors="replace")
+    rec["tool_report"] = tool_report(tool, run_dir, stdout, wl)
+    problems = []
+    if res["returncode"] != 0:
+        problems.append(f"exit code {res['returncode']} (see {run_dir}/stderr.txt)")
+    if target_final[1] != wl.requests or target_final[2] != wl.tokens:
+        problems.append(f"target finished {target_final[1]} requests / {target_final[2]} tokens, "
+                        f"expected {wl.requests} / {wl.tokens}")
+    if rec["tool_report"].get("all_output_tokens_as_asked") is False:
+        problems.append("the tool reported output token counts other than asked")
+    try:
+        w = find_load_window(samples, wl.requests)
+        rec["load_window"] = {"cpu_s": w.cpu_s, "wall_s": w.wall_s, "samples": [w.start, w.end],
+                              "tokens_per_cpu_s": wl.tokens / w.cpu_s if w.cpu_s > 0 else None}
+    except ValueError as exc:
+        rec["load_window"] = None
+        problems.append(f"no load window: {exc}")
+    rec["whole_command"] = {"cpu_s": res["rusage_cpu_s"], "wall_s": res["wall_s"],
+                            "tokens_per_cpu_s": wl.tokens / res["rusage_cpu_s"] if res["rusage_cpu_s"] > 0 else None}
+    rec["tokens_per_cpu_s_load_window"] = (rec["load_window"] or {}).get("tokens_per_cpu_s")
+    rec["tokens_per_cpu_s_whole_command"] = rec["whole_command"]["tokens_per_cpu_s"]
+    rec.update(ad.extra(rec, wl))
+    rec["problems"] = problems
+    lw = rec["load_window"] or {}
+    print(f"[tool_compare] round {rnd} {tool}: window {lw.get('cpu_s', float('nan')):.2f} CPU s / {lw.get('wall_s', float('nan')):.2f} s "
+          f"-> {(lw.get('tokens_per_cpu_s') or 0) / 1e3:.1f} k tok/CPU s; whole {res['rusage_cpu_s']:.2f} CPU s"
+          + (f"; PROBLEMS: {problems}" if problems else ""), file=sys.stderr, flush=True)
+    return rec

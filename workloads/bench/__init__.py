@@ -1,1 +1,0 @@
-"""Benchmarks of the load generator itself (docs/loadgen-speed.md records their results)."""
