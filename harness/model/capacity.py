@@ -136,8 +136,9 @@ class PdGrid:
     def blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
         """(first flat index, μ_P, μ_D, μ) over consecutive C-order blocks of at most ~_BLOCK_CELLS cells.
 
-        The trailing axes that fit in one block are scored at once by broadcasting; the leading
-        axes are walked one index at a time, and the axis between is cut into ranges.
+        The trailing axes that fit in one block are scored once by broadcasting; the leading axes
+        are walked one index at a time and the axis between is cut into ranges. The arrays are
+        buffers reused by the next block: use them before asking for it.
         """
         shape = self.shape
         m = len(shape)
@@ -149,11 +150,17 @@ class PdGrid:
             mu_p, mu_d, rate = _score(self, axes)
             yield 0, mu_p.ravel(), mu_d.ravel(), rate.ravel()
             return
-        tail = _score(self, axes[split:], lead=False) if split < m else None
-        tail_cells = math.prod(shape[split:])
+        if split < m:
+            tail_p, tail_d, _ = _score(self, axes[split:], lead=False)
+        else:
+            tail_p = tail_d = np.zeros((), dtype=np.float64)
+        tail_p, tail_d = tail_p.reshape(1, -1), tail_d.reshape(1, -1)
+        tail_cells = tail_p.shape[1]
         ax = split - 1
         step = max(1, _BLOCK_CELLS // tail_cells)
         _, p_ax, d_ax, n_ax = axes[ax]
+        buf_p, buf_d, buf_r = (np.empty(step * tail_cells, dtype=np.float64) for _ in range(3))
+        link = self.link_requests_per_s
         for lead in np.ndindex(shape[:ax]):
             base_p = 0.0
             base_d = 0.0
@@ -163,14 +170,13 @@ class PdGrid:
             lead_flat = int(np.ravel_multi_index(lead, shape[:ax])) * shape[ax] if ax else 0
             for k0 in range(0, shape[ax], step):
                 k = np.arange(k0, min(shape[ax], k0 + step), dtype=np.float64)
-                mu_p = base_p + k * p_ax
-                mu_d = base_d + (n_ax - k) * d_ax
-                if tail is not None:
-                    mu_p = (mu_p[:, None] + tail[0].ravel()[None, :]).ravel()
-                    mu_d = (mu_d[:, None] + tail[1].ravel()[None, :]).ravel()
-                rate = np.minimum(mu_p, mu_d)
-                if math.isfinite(self.link_requests_per_s):
-                    np.minimum(rate, self.link_requests_per_s, out=rate)
+                cells = len(k) * tail_cells
+                mu_p, mu_d, rate = buf_p[:cells], buf_d[:cells], buf_r[:cells]
+                np.add((base_p + k * p_ax)[:, None], tail_p, out=mu_p.reshape(len(k), tail_cells))
+                np.add((base_d + (n_ax - k) * d_ax)[:, None], tail_d, out=mu_d.reshape(len(k), tail_cells))
+                np.minimum(mu_p, mu_d, out=rate)
+                if math.isfinite(link):
+                    np.minimum(rate, link, out=rate)
                 yield (lead_flat + k0) * tail_cells, mu_p, mu_d, rate
 
 
@@ -250,11 +256,16 @@ def pd_search(
     threshold = top * (1 - 1e-6)
     best_score, best_flat = -math.inf, -1
     optimal_flat: list[int] = []
+    tied_buf = untied_buf = score_buf = np.empty(0)
     for start, mu_p, mu_d, rate in grid.blocks():
-        tied = rate >= threshold
+        n = rate.size
+        if tied_buf.size < n:  # buffers reused block after block: allocating them each time costs more than the arithmetic
+            tied_buf, untied_buf, score_buf = np.empty(n, dtype=bool), np.empty(n, dtype=bool), np.empty(n)
+        tied = np.greater_equal(rate, threshold, out=tied_buf[:n])
         if not tied.any():
             continue
-        score = np.where(tied, mu_p + mu_d, -1.0)
+        score = np.add(mu_p, mu_d, out=score_buf[:n])
+        np.copyto(score, -1.0, where=np.logical_not(tied, out=untied_buf[:n]))
         j = int(np.argmax(score))
         if score[j] > best_score:  # strictly: the first of equal scores in C order wins
             best_score, best_flat = float(score[j]), start + j

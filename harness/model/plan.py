@@ -132,12 +132,19 @@ def plan(s: Scenario, calibration: Calibration | None = None, include_grid: bool
     pd_plan = None
     if _has_pd(s, work):
         search = _pd(s, rates, link_rate)
+        grid = omitted = None
+        if include_grid and search.grid.size <= capacity.MAX_GRID_CELLS_LISTED:
+            grid = tuple(search.grid.cells())
+        elif include_grid:
+            omitted = (f"{search.grid.size:,} allocations, more than the {capacity.MAX_GRID_CELLS_LISTED:,} listed one by one; "
+                       "best, optimal and references are complete")
         pd_plan = PdPlan(
             best=search.best,
             optimal=tuple(search.optimal),
-            grid=tuple(search.grid.cells()) if include_grid else None,
+            grid=grid,
             references={ref.name: _reference(s, search.grid, ref.prefill) for ref in s.reference_allocations},
             search=search.grid,
+            grid_omitted=omitted,
         )
 
     # startup drain (§9.6.1, Fig. 9-42)

@@ -77,6 +77,7 @@ class PdPlan:
     grid: tuple[PdAllocation, ...] | None  # every allocation, only when asked for (`--no-grid` leaves it out)
     references: Mapping[str, PdAllocation]
     search: PdGrid = hidden()  # the allocation space itself, for readers that evaluate cells (heatmaps)
+    grid_omitted: str | None = omit_none()  # why `grid` is null although it was asked for (too many allocations)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import fields
 
@@ -32,6 +33,9 @@ def main(args: argparse.Namespace) -> int:
     s = load_scenario(args.scenario)
     result = plan(s, calibration=load_calibration(args.calibration), include_grid=args.json and not args.no_grid)
     if args.json:
+        if result.pd is not None and result.pd.grid_omitted:
+            print(f"warning: pd.grid left out of the JSON ({result.pd.grid_omitted}); pass --no-grid to silence this.",
+                  file=sys.stderr)
         print_json(as_json(result))
     else:
         print(render_summary(result))
