@@ -90,6 +90,7 @@ class BenchPdResult:
 
 def bench_pd(opts: BenchPdOptions, progress: ProgressFn | None = print_progress) -> BenchPdResult:
     from harness.model.plan import plan
+    from harness.model.record import as_json
     from harness.specs.scenario import load_scenario
     from harness.store import Run
     from harness.records import new_run_id
@@ -98,7 +99,7 @@ def bench_pd(opts: BenchPdOptions, progress: ProgressFn | None = print_progress)
     workdir = Path(tempfile.mkdtemp(prefix="harness-bench-"))
     artifact_path = build_workload(opts, s, workdir)
     plan_path = workdir / "plan.json"
-    plan_path.write_text(json.dumps(plan(s, include_grid=False), default=str))
+    plan_path.write_text(json.dumps(as_json(plan(s, include_grid=False))))
     target = None
     try:
         if opts.target_url is None:

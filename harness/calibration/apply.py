@@ -10,9 +10,9 @@ A100 and H20); anything not measured stays at the datasheet default, and every f
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 from harness.calibration.record import CalibrationRecord, EfficiencyCurve, LinkFit, Which
+from harness.model.calibration import ConstantProvenance, LinkConstants
 from harness.model.stages import Efficiency
 
 DEFAULT_EFFICIENCY = 0.5
@@ -24,8 +24,18 @@ def _clamp(x: float) -> float:
 
 @dataclass(frozen=True)
 class MeasuredConstants:
+    """A calibration record as the model's `harness.model.calibration.Calibration` protocol."""
+
     record: CalibrationRecord
     path: str
+
+    @property
+    def source(self) -> str:
+        return self.path
+
+    @property
+    def machine(self) -> str:
+        return self.record.machine
 
     def with_proxy(self, proxy: dict[str, str]) -> "MeasuredConstants":
         return MeasuredConstants(replace(self.record, proxy={**self.record.proxy, **proxy}), self.path)
@@ -69,8 +79,8 @@ class MeasuredConstants:
                 return min(cands, key=lambda lf: lf.bandwidth_bytes_per_s.value), proxy
         return None
 
-    def link(self, name: str | None, which: Which = "value") -> tuple[float, float, str] | None:
-        """(bandwidth_bytes_per_s, startup_latency_s, label) fitted for link `name`, or None."""
+    def link(self, name: str | None, which: Which = "value") -> LinkConstants | None:
+        """The link `name` as fitted (bandwidth, startup latency, label), or None."""
         found = self.link_fit(name)
         if found is None:
             return None
@@ -78,42 +88,42 @@ class MeasuredConstants:
         bw = lf.bandwidth_bytes_per_s.pick({"value": "value", "low": "low", "high": "high"}[which])
         alpha = lf.alpha_s.pick({"value": "value", "low": "high", "high": "low"}[which])
         label = f"{name} (measured {lf.key}" + (", proxy" if proxy else "") + ")"
-        return bw, alpha, label
+        return LinkConstants(bw, alpha, label)
 
     def provenance(self, gpus: list[str], link_name: str | None, decode_batch: int, prefill_tokens: int,
-                   dtype: str, link_defaults: tuple[float, float] | None) -> list[dict[str, Any]]:
+                   dtype: str, link_default: LinkConstants | None) -> list[ConstantProvenance]:
         """One row per constant the plan uses: value, interval, and whether measured or a datasheet default."""
-        rows: list[dict[str, Any]] = []
+        rows: list[ConstantProvenance] = []
         for g in gpus:
             pc, dc, dev, proxy = self.curves(g, dtype)
             for name, curve, x, label in (("compute_efficiency", pc, prefill_tokens, "tokens_per_gpu"),
                                           ("bandwidth_efficiency", dc, decode_batch, "batch")):
                 if curve is None:
-                    rows.append({"constant": f"{g}.{name}", "origin": "datasheet default", "value": DEFAULT_EFFICIENCY,
-                                 "low": None, "high": None, "at": None, "source": "Chapter 9, §9.2.3: 50% of peak",
-                                 "run_ids": []})
+                    rows.append(ConstantProvenance(constant=f"{g}.{name}", origin="datasheet default", value=DEFAULT_EFFICIENCY,
+                                                   low=None, high=None, at=None, source="Chapter 9, §9.2.3: 50% of peak",
+                                                   run_ids=()))
                 else:
-                    rows.append({
-                        "constant": f"{g}.{name}", "origin": "measured (proxy: " + str(dev) + ")" if proxy else "measured",
-                        "value": _clamp(curve.at(x)), "low": _clamp(curve.at(x, "low")), "high": _clamp(curve.at(x, "high")),
-                        "at": {label: x}, "source": f"{self.path}: {curve.quantity} on {curve.device} ({curve.dtype}, "
-                                                     f"{curve.backend})", "run_ids": list(curve.run_ids),
-                    })
+                    rows.append(ConstantProvenance(
+                        constant=f"{g}.{name}", origin="measured (proxy: " + str(dev) + ")" if proxy else "measured",
+                        value=_clamp(curve.at(x)), low=_clamp(curve.at(x, "low")), high=_clamp(curve.at(x, "high")),
+                        at={label: x}, source=f"{self.path}: {curve.quantity} on {curve.device} ({curve.dtype}, "
+                                              f"{curve.backend})", run_ids=tuple(curve.run_ids),
+                    ))
         found = self.link_fit(link_name)
         if link_name is not None:
             if found is None:
-                bw, alpha = link_defaults or (None, None)
-                rows.append({"constant": f"link.{link_name}.bandwidth_bytes_per_s", "origin": "datasheet default",
-                             "value": bw, "low": None, "high": None, "at": None, "source": "link spec catalog", "run_ids": []})
-                rows.append({"constant": f"link.{link_name}.startup_latency_s", "origin": "datasheet default",
-                             "value": alpha, "low": None, "high": None, "at": None, "source": "link spec catalog", "run_ids": []})
+                bw = link_default.bandwidth_bytes_per_s if link_default else None
+                alpha = link_default.startup_latency_s if link_default else None
+                for what, v in (("bandwidth_bytes_per_s", bw), ("startup_latency_s", alpha)):
+                    rows.append(ConstantProvenance(constant=f"link.{link_name}.{what}", origin="datasheet default", value=v,
+                                                   low=None, high=None, at=None, source="link spec catalog", run_ids=()))
             else:
                 lf, proxy = found
                 origin = f"measured (proxy: {lf.key})" if proxy else "measured"
                 for what, est in (("bandwidth_bytes_per_s", lf.bandwidth_bytes_per_s), ("startup_latency_s", lf.alpha_s)):
-                    rows.append({"constant": f"link.{link_name}.{what}", "origin": origin, "value": est.value,
-                                 "low": est.low, "high": est.high, "at": None,
-                                 "source": f"{self.path}: {est.method} ({lf.key})", "run_ids": list(est.run_ids)})
+                    rows.append(ConstantProvenance(constant=f"link.{link_name}.{what}", origin=origin, value=est.value,
+                                                   low=est.low, high=est.high, at=None,
+                                                   source=f"{self.path}: {est.method} ({lf.key})", run_ids=tuple(est.run_ids)))
         return rows
 
 

@@ -86,9 +86,9 @@ def load_calibration(path: str | Path) -> CalibrationRecord:
 
 
 def load_calibration_for_model(path: str | Path):
-    """The model's view of a calibration file (`harness model plan --calibration FILE`)."""
+    """The model's view of a calibration file (`harness model plan --calibration FILE`): a
+    harness.model.calibration.Calibration."""
     from harness.calibration.apply import MeasuredConstants
-    from harness.model.plan import Calibration
 
     rec = load_calibration(path)
-    return Calibration(source=str(path), constants=MeasuredConstants(rec, str(path)))
+    return MeasuredConstants(rec, str(path))

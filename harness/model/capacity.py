@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Iterator, Literal, Sequence
 
 import numpy as np
 
 from harness.errors import HarnessError
+from harness.model.record import as_json
 from harness.model.stages import StageRates
 
 
@@ -45,32 +46,53 @@ class PdAllocation:
     bound: Literal["prefill", "decode", "link", "empty-pool"]
 
     def to_dict(self) -> dict:
-        return {
-            "prefill": self.prefill,
-            "decode": self.decode,
-            "requests_per_s": self.requests_per_s,
-            "prefill_pool_requests_per_s": self.prefill_pool_requests_per_s,
-            "decode_pool_requests_per_s": self.decode_pool_requests_per_s,
-            "link_requests_per_s": None if math.isinf(self.link_requests_per_s) else self.link_requests_per_s,
-            "bound": self.bound,
-        }
+        return as_json(self)  # an infinite link rate (no link declared) prints null
+
+
+MAX_PD_ALLOCATIONS = 50_000_000  # the search visits every allocation: 4 types × 64 cards is 65⁴ ≈ 1.8e7
+MAX_GRID_ARRAY_CELLS = 20_000_000  # arrays of the whole grid (float64, three of them) stay under ~0.5 GB
+MAX_GRID_CELLS_LISTED = 100_000  # allocation records listed one by one (`plan --json` prints each)
+_BLOCK_CELLS = 1 << 18  # the search scores the grid in blocks of this many cells, in C order
+
+
+def _too_many(what: str, cells: int, limit: int, counts: Sequence[int], gpus: Sequence[str], fix: str) -> HarnessError:
+    shape = " × ".join(f"{n + 1:,} ({g})" for g, n in zip(gpus, counts))
+    return HarnessError(f"pools: {what} has {cells:,} allocations ({shape}), more than the {limit:,} this harness {fix}")
+
+
+@dataclass(frozen=True, slots=True)
+class PdGridArrays:
+    """μ_P, μ_D and μ = min(μ_P, μ_D, link) for every allocation; axis i is how many cards of gpus[i] go to P."""
+
+    prefill_pool_requests_per_s: np.ndarray
+    decode_pool_requests_per_s: np.ndarray
+    requests_per_s: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
 class PdGrid:
-    """μ over the whole allocation grid; axis i is how many cards of gpus[i] go to P."""
+    """The allocation space: axis i is how many cards of gpus[i] go to P (the rest of that type go to D).
+
+    It holds only the per-type rates; a cell is computed when asked for (`allocation`), the whole
+    grid only by `arrays()` (bounded) or `cells()` (bounded), so a large cluster costs no memory.
+    """
 
     gpus: tuple[str, ...]
     counts: tuple[int, ...]
-    prefill_pool: np.ndarray
-    decode_pool: np.ndarray
-    rate: np.ndarray
     link_requests_per_s: float
     prefill_s_per_request: tuple[float, ...]
     decode_s_per_request: tuple[float, ...]
 
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(n + 1 for n in self.counts)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
     def allocation(self, index: tuple[int, ...]) -> PdAllocation:
-        """One cell, recomputed exactly in float64 (large grids are searched in float32)."""
+        """One cell, computed exactly in float64."""
         index = tuple(int(k) for k in index)
         mp = sum(k / dp for k, dp in zip(index, self.prefill_s_per_request))
         md = sum((n - k) / dd for n, k, dd in zip(self.counts, index, self.decode_s_per_request))
@@ -92,8 +114,89 @@ class PdGrid:
             bound=bound,  # type: ignore[arg-type]
         )
 
-    def cells(self) -> list[PdAllocation]:
-        return [self.allocation(idx) for idx in np.ndindex(self.rate.shape)]
+    def cells(self, max_cells: int = MAX_GRID_CELLS_LISTED) -> list[PdAllocation]:
+        """Every allocation as a record, in C order; refused above `max_cells` (one record each is costly)."""
+        if self.size > max_cells:
+            raise _too_many("the PD grid", self.size, max_cells, self.counts, self.gpus,
+                            "lists one by one; leave the grid out (`harness model plan --json --no-grid`): "
+                            "the best and every tied allocation are still printed.")
+        return [self.allocation(idx) for idx in np.ndindex(self.shape)]
+
+    def arrays(self, max_cells: int = MAX_GRID_ARRAY_CELLS) -> PdGridArrays:
+        """μ_P, μ_D and μ over the whole grid as arrays (for heatmaps); refused above `max_cells`."""
+        if self.size > max_cells:
+            raise _too_many("the PD grid", self.size, max_cells, self.counts, self.gpus, "holds in memory as arrays.")
+        mu_p, mu_d, rate = _score(self, self._axes())
+        return PdGridArrays(mu_p, mu_d, rate)
+
+    def _axes(self) -> list[tuple[np.ndarray, float, float, int]]:
+        return [(np.arange(n + 1, dtype=np.float64), 1.0 / dp, 1.0 / dd, n)
+                for n, dp, dd in zip(self.counts, self.prefill_s_per_request, self.decode_s_per_request)]
+
+    def blocks(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+        """(first flat index, μ_P, μ_D, μ) over consecutive C-order blocks of at most ~_BLOCK_CELLS cells.
+
+        The trailing axes that fit in one block are scored once by broadcasting; the leading axes
+        are walked one index at a time and the axis between is cut into ranges. The arrays are
+        buffers reused by the next block: use them before asking for it.
+        """
+        shape = self.shape
+        m = len(shape)
+        split = m  # axes split.. form the trailing block
+        while split > 0 and math.prod(shape[split - 1:]) <= _BLOCK_CELLS:
+            split -= 1
+        axes = self._axes()
+        if split == 0:
+            mu_p, mu_d, rate = _score(self, axes)
+            yield 0, mu_p.ravel(), mu_d.ravel(), rate.ravel()
+            return
+        if split < m:
+            tail_p, tail_d, _ = _score(self, axes[split:], lead=False)
+        else:
+            tail_p = tail_d = np.zeros((), dtype=np.float64)
+        tail_p, tail_d = tail_p.reshape(1, -1), tail_d.reshape(1, -1)
+        tail_cells = tail_p.shape[1]
+        ax = split - 1
+        step = max(1, _BLOCK_CELLS // tail_cells)
+        _, p_ax, d_ax, n_ax = axes[ax]
+        buf_p, buf_d, buf_r = (np.empty(step * tail_cells, dtype=np.float64) for _ in range(3))
+        link = self.link_requests_per_s
+        for lead in np.ndindex(shape[:ax]):
+            base_p = 0.0
+            base_d = 0.0
+            for k, (_, p, d, n) in zip(lead, axes[:ax]):
+                base_p += k * p
+                base_d += (n - k) * d
+            lead_flat = int(np.ravel_multi_index(lead, shape[:ax])) * shape[ax] if ax else 0
+            for k0 in range(0, shape[ax], step):
+                k = np.arange(k0, min(shape[ax], k0 + step), dtype=np.float64)
+                cells = len(k) * tail_cells
+                mu_p, mu_d, rate = buf_p[:cells], buf_d[:cells], buf_r[:cells]
+                np.add((base_p + k * p_ax)[:, None], tail_p, out=mu_p.reshape(len(k), tail_cells))
+                np.add((base_d + (n_ax - k) * d_ax)[:, None], tail_d, out=mu_d.reshape(len(k), tail_cells))
+                np.minimum(mu_p, mu_d, out=rate)
+                if math.isfinite(link):
+                    np.minimum(rate, link, out=rate)
+                yield (lead_flat + k0) * tail_cells, mu_p, mu_d, rate
+
+
+def _score(grid: PdGrid, axes: list[tuple[np.ndarray, float, float, int]], lead: bool = True
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """μ_P = Σ k_i/d_P,i and μ_D = Σ (n_i-k_i)/d_D,i over the given axes by broadcasting one axis at a
+    time (an empty pool gives exactly 0), and μ = min(μ_P, μ_D, link)."""
+    m = len(axes)
+    mu_p = np.zeros((), dtype=np.float64)
+    mu_d = np.zeros((), dtype=np.float64)
+    for i, (k, p, d, n) in enumerate(axes):
+        shape = [1] * m
+        shape[i] = n + 1
+        kk = k.reshape(shape)
+        mu_p = mu_p + kk * p
+        mu_d = mu_d + (n - kk) * d
+    rate = np.minimum(mu_p, mu_d)
+    if lead and math.isfinite(grid.link_requests_per_s):
+        np.minimum(rate, grid.link_requests_per_s, out=rate)
+    return mu_p, mu_d, rate
 
 
 def pd_grid(
@@ -103,11 +206,7 @@ def pd_grid(
     counts: Sequence[int],
     link_requests_per_s: float = math.inf,
 ) -> PdGrid:
-    """Vectorised μ_PD for every allocation: μ_P = Σ k_i/d_P,i, μ_D = Σ (n_i-k_i)/d_D,i.
-
-    Each pool sum is built by broadcasting one small axis at a time, so the full grid is touched
-    by one add per pool, one minimum and (with a link) one in-place clip. Large grids use float32.
-    """
+    """The allocation space of μ_PD: μ_P = Σ k_i/d_P,i, μ_D = Σ (n_i-k_i)/d_D,i, μ = min(μ_P, μ_D, link) (§9.2.3)."""
     m = len(counts)
     if not (m == len(prefill_s_per_request) == len(decode_s_per_request) == len(gpus)):
         raise HarnessError("pd_grid: gpus, prefill and decode times and counts must have one entry per GPU type.")
@@ -117,21 +216,8 @@ def pd_grid(
         for g, v in zip(gpus, seq):
             if not (v > 0 and math.isfinite(v)):
                 raise HarnessError(f"pd_grid: {name} of {g} must be a positive finite number of seconds, got {v!r}.")
-    size = math.prod(n + 1 for n in counts)
-    dtype = np.float64 if size <= 2_000_000 else np.float32
-    mu_p = np.zeros((), dtype=dtype)
-    mu_d = np.zeros((), dtype=dtype)
-    for i, (n, dp, dd) in enumerate(zip(counts, prefill_s_per_request, decode_s_per_request)):
-        shape = [1] * m
-        shape[i] = n + 1
-        k = np.arange(n + 1, dtype=dtype).reshape(shape)
-        mu_p = mu_p + k * dtype(1.0 / dp)
-        mu_d = mu_d + (n - k) * dtype(1.0 / dd)
-    rate = np.minimum(mu_p, mu_d)  # an empty pool gives exactly 0
-    if math.isfinite(link_requests_per_s):
-        np.minimum(rate, dtype(link_requests_per_s), out=rate)
     return PdGrid(
-        tuple(gpus), tuple(int(c) for c in counts), mu_p, mu_d, rate, float(link_requests_per_s),
+        tuple(gpus), tuple(int(c) for c in counts), float(link_requests_per_s),
         tuple(float(x) for x in prefill_s_per_request), tuple(float(x) for x in decode_s_per_request),
     )
 
@@ -139,7 +225,7 @@ def pd_grid(
 @dataclass(frozen=True, slots=True)
 class PdSearch:
     best: PdAllocation
-    optimal: list[PdAllocation]  # every allocation tied with the best (Fig. 9-10 frames them)
+    optimal: list[PdAllocation]  # every allocation tied with the best (Fig. 9-10 frames them), the first max_optimal
     grid: PdGrid
 
 
@@ -152,20 +238,39 @@ def pd_search(
     max_optimal: int = 64,
 ) -> PdSearch:
     """Best integer PD allocation. Ties (within 1e-6 relative) are all optimal (Fig. 9-10 frames
-    them); the reported best among them keeps the most spare pool capacity (largest μ_P+μ_D)."""
+    them); the reported best among them keeps the most spare pool capacity (largest μ_P+μ_D).
+
+    Every allocation is scored, block by block in C order (two passes: the top rate, then the
+    tied cells), so memory stays at one block whatever the cluster; the number of allocations is
+    bounded by MAX_PD_ALLOCATIONS."""
     grid = pd_grid(gpus, prefill_s_per_request, decode_s_per_request, counts, link_requests_per_s)
-    top = float(grid.rate.max())
+    if grid.size > MAX_PD_ALLOCATIONS:
+        raise _too_many("the PD search", grid.size, MAX_PD_ALLOCATIONS, grid.counts, grid.gpus,
+                        "searches; give fewer cards per pool (pools.count), or plan one group and scale it out "
+                        "(deployment.scale_out gives the copies a load needs).")
+    top = max(float(rate.max()) for _, _, _, rate in grid.blocks())
     if top <= 0:
         raise HarnessError(
             "pools: no PD allocation serves any request; PD needs at least two GPUs so that both pools are non-empty."
         )
-    tied = grid.rate >= top * (1 - 1e-6)
-    score = np.where(tied, grid.prefill_pool + grid.decode_pool, -1.0)
-    best = grid.allocation(np.unravel_index(int(np.argmax(score)), grid.rate.shape))
-    optimal: list[PdAllocation] = []
-    for i in range(tied.shape[0]):  # first few tied cells without materialising every index
-        for flat in np.flatnonzero(tied[i])[: max_optimal - len(optimal)]:
-            optimal.append(grid.allocation((i, *np.unravel_index(int(flat), tied.shape[1:]))))
-        if len(optimal) >= max_optimal:
-            break
+    threshold = top * (1 - 1e-6)
+    best_score, best_flat = -math.inf, -1
+    optimal_flat: list[int] = []
+    tied_buf = untied_buf = score_buf = np.empty(0)
+    for start, mu_p, mu_d, rate in grid.blocks():
+        n = rate.size
+        if tied_buf.size < n:  # buffers reused block after block: allocating them each time costs more than the arithmetic
+            tied_buf, untied_buf, score_buf = np.empty(n, dtype=bool), np.empty(n, dtype=bool), np.empty(n)
+        tied = np.greater_equal(rate, threshold, out=tied_buf[:n])
+        if not tied.any():
+            continue
+        score = np.add(mu_p, mu_d, out=score_buf[:n])
+        np.copyto(score, -1.0, where=np.logical_not(tied, out=untied_buf[:n]))
+        j = int(np.argmax(score))
+        if score[j] > best_score:  # strictly: the first of equal scores in C order wins
+            best_score, best_flat = float(score[j]), start + j
+        if len(optimal_flat) < max_optimal:
+            optimal_flat.extend(start + int(i) for i in np.flatnonzero(tied)[: max_optimal - len(optimal_flat)])
+    best = grid.allocation(np.unravel_index(best_flat, grid.shape))
+    optimal = [grid.allocation(np.unravel_index(i, grid.shape)) for i in optimal_flat]
     return PdSearch(best, optimal, grid)

@@ -9,10 +9,11 @@ of the whole group a workload needs.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from harness.errors import HarnessError
 from harness.model.kv import transfer_time_s
+from harness.model.record import as_json
 
 
 def cost_per_1000_requests(price_per_hour: float, requests_per_s: float) -> float | None:
@@ -37,7 +38,7 @@ class SchemeRow:
     handoff_latency_s: float  # time from P finishing to D holding the state
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return as_json(self)
 
 
 def scheme_rows(
@@ -81,7 +82,7 @@ class ReusePair:
     net_saving_s: float
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return as_json(self)
 
 
 def reuse_pair(
@@ -118,7 +119,7 @@ class ScaleOut:
     rate_with_deadline_copies: float | None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return as_json(self)
 
 
 def scale_out(group_rate_per_s: float, arrival_rate_per_s: float, min_rate_for_deadline_per_s: float | None) -> ScaleOut:

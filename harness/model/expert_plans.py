@@ -138,8 +138,7 @@ def _mla_compact(c) -> dict[str, Any]:
     state_model = get_model(c.state_model)
     kv_b = DTYPE_BYTES[c.kv_dtype]
     work = Workload(c.input_tokens, c.output_tokens, decode_batch=c.decode_batch, kv_bytes_per_elem=kv_b)
-    eff = Efficiency() if (c.efficiency.compute, c.efficiency.bandwidth) == (0.5, 0.5) else Efficiency(
-        c.efficiency.compute, c.efficiency.bandwidth, "scenario mla_compact_path.efficiency")
+    eff = Efficiency.from_scenario(c.efficiency.compute, c.efficiency.bandwidth, "scenario mla_compact_path.efficiency")
     gpus = [p.gpu for p in c.pools]
     rates = [stage_rates(get_gpu(g), stage_model, work, eff) for g in gpus]
     state = kv_bytes(state_model, c.input_tokens, kv_b)

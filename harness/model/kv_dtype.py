@@ -76,32 +76,32 @@ def kv_dtype_row(s: Scenario, kv_dtype: str, server: str = "dgx-a100") -> KvDtyp
     p = plan(s2, include_grid=False)
     model = get_model(s.workload.model)
     b = DTYPE_BYTES[kv_dtype]
-    kv = p["kv"]
-    sr = p["stage_rates"]
-    w_bytes = p["memory"]["weight_bytes"]
-    final = kv["final_bytes_per_request"]
+    kv = p.kv
+    sr = p.stage_rates
+    w_bytes = p.memory.weight_bytes
+    final = kv.final_bytes_per_request
     from harness.specs.gpus import get_gpu
 
-    fastest = min(sr, key=lambda g: sr[g]["prefill_s_per_request"])
-    r = kv_tiers.kv_production_rate_bytes_per_s(kv["bytes_per_request"], sr[fastest]["prefill_s_per_request"])
+    fastest = min(sr, key=lambda g: sr[g].prefill_s_per_request)
+    r = kv_tiers.kv_production_rate_bytes_per_s(kv.bytes_per_request, sr[fastest].prefill_s_per_request)
     tiers = per_gpu_tiers(get_server(server), param_counts(model).total * DTYPE_BYTES[s.workload.weight_dtype])
     retention = {t.name: (None if math.isinf(t.capacity_bytes) else kv_tiers.retention_s(t.capacity_bytes, r)) for t in tiers}
-    pd = p["pd"]
+    best = p.pd.best if p.pd else None
     return KvDtypeRow(
         kv_dtype=kv_dtype,
         kv_bytes_per_elem=b,
-        kv_bytes_per_token=kv["bytes_per_token"],
-        state_bytes=kv["bytes_per_request"],
-        link_requests_per_s=(1.0 / kv["transfer_s"]) if kv["transfer_s"] else None,
-        pd_requests_per_s=pd["best"]["requests_per_s"] if pd else None,
-        pd_bound=pd["best"]["bound"] if pd else None,
-        pd_prefill=pd["best"]["prefill"] if pd else None,
-        colocated_requests_per_s=p["colocated"]["requests_per_s"],
-        chunked_colocated_requests_per_s=p["chunked_colocated"]["requests_per_s"],
-        decode_step_s={g: v["decode_step_s"] for g, v in sr.items()},
-        decode_step_bytes={g: v["decode_step_bytes"] for g, v in sr.items()},
-        decode_calls_per_s={g: v["decode_calls_per_s"] for g, v in sr.items()},
-        hidden_prefill_tokens_per_decode_step={g: v["hidden_prefill_tokens_per_decode_step"] for g, v in sr.items()},
+        kv_bytes_per_token=kv.bytes_per_token,
+        state_bytes=kv.bytes_per_request,
+        link_requests_per_s=(1.0 / kv.transfer_s) if kv.transfer_s else None,
+        pd_requests_per_s=best.requests_per_s if best else None,
+        pd_bound=best.bound if best else None,
+        pd_prefill=dict(best.prefill) if best else None,
+        colocated_requests_per_s=p.colocated.requests_per_s,
+        chunked_colocated_requests_per_s=p.chunked_colocated.requests_per_s,
+        decode_step_s={g: v.decode_step_s for g, v in sr.items()},
+        decode_step_bytes={g: v.decode_step.bytes for g, v in sr.items()},
+        decode_calls_per_s={g: v.decode_calls_per_s for g, v in sr.items()},
+        hidden_prefill_tokens_per_decode_step={g: v.hidden_prefill_tokens_per_decode_step for g, v in sr.items()},
         max_decode_batch={g: max_decode_batch(get_gpu(g).hbm_capacity_bytes, w_bytes, final) for g in sr},
         kv_production_bytes_per_s=r,
         retention_s=retention,

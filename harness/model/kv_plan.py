@@ -33,7 +33,7 @@ class _Compute:
     @classmethod
     def of(cls, c: ComputeSpec) -> "_Compute":
         e = c.efficiency
-        eff = Efficiency() if (e.compute, e.bandwidth) == (0.5, 0.5) else Efficiency(e.compute, e.bandwidth, "scenario efficiency")
+        eff = Efficiency.from_scenario(e.compute, e.bandwidth, "scenario efficiency")
         return cls(get_model(c.model), get_gpu(c.gpu), eff, DTYPE_BYTES[c.weight_dtype], DTYPE_BYTES[c.kv_dtype])
 
     def prefill_s(self, new_tokens: int, cached_tokens: int = 0) -> float:

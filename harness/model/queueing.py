@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.errors import HarnessError
+from harness.model.record import as_json, hidden
 
 
 def _check(arrival_rate_per_s: float, startup_s: float) -> None:
@@ -61,7 +62,7 @@ def queue_length(arrival_rate_per_s: float, startup_s: float, service_rate_per_s
 
 @dataclass(frozen=True, slots=True)
 class DrainResult:
-    scheme: str
+    scheme: str = hidden()  # the key of plan.drain
     service_rate_per_s: float
     backlog_requests: float
     net_drain_per_s: float
@@ -70,14 +71,7 @@ class DrainResult:
     queue_at_deadline: float | None
 
     def to_dict(self) -> dict:
-        return {
-            "service_rate_per_s": self.service_rate_per_s,
-            "backlog_requests": self.backlog_requests,
-            "net_drain_per_s": self.net_drain_per_s,
-            "clear_at_s": self.clear_at_s,
-            "meets_deadline": self.meets_deadline,
-            "queue_at_deadline": self.queue_at_deadline,
-        }
+        return as_json(self)
 
 
 def drain(scheme: str, arrival_rate_per_s: float, startup_s: float, service_rate_per_s: float, deadline_s: float | None = None) -> DrainResult:

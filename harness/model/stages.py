@@ -7,7 +7,7 @@ bytes/(η_b·bandwidth)). Defaults η = 0.5 (the chapter's assumption); a calibr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from harness.errors import HarnessError
 from harness.model.forward import DecodeStepWork, PrefillWork, decode_step_work, mean_decode_context, prefill_work
@@ -17,13 +17,17 @@ from harness.specs.models import ModelSpec
 Bound = Literal["compute", "memory"]
 
 
+DEFAULT_EFFICIENCY = 0.5  # the chapter's assumption for both fractions (§9.2.3)
+DEFAULT_EFFICIENCY_SOURCE = "default 50% of peak (Chapter 9, §9.2.3)"
+
+
 @dataclass(frozen=True, slots=True)
 class Efficiency:
     """Fractions of datasheet peak reached: compute (MFU-like) and HBM bandwidth (MBU-like)."""
 
-    compute: float = 0.5
-    bandwidth: float = 0.5
-    source: str = "default 50% of peak (Chapter 9, §9.2.3)"
+    compute: float = DEFAULT_EFFICIENCY
+    bandwidth: float = DEFAULT_EFFICIENCY
+    source: str = DEFAULT_EFFICIENCY_SOURCE
 
     def __post_init__(self) -> None:
         for f in ("compute", "bandwidth"):
@@ -33,6 +37,13 @@ class Efficiency:
                     f"efficiency.{f} must be in (0, 1] (a fraction of datasheet peak), got {v!r}; "
                     "an efficiency above 100% is a measurement or spec error."
                 )
+
+    @classmethod
+    def from_scenario(cls, compute: float, bandwidth: float, source: str) -> "Efficiency":
+        """A scenario's pair; the chapter's 50%/50% keeps the chapter's label, whether written out or left default."""
+        if (compute, bandwidth) == (DEFAULT_EFFICIENCY, DEFAULT_EFFICIENCY):
+            return cls()
+        return cls(compute, bandwidth, source)
 
     def scaled(self, factor: float) -> "Efficiency":
         return Efficiency(min(1.0, self.compute * factor), min(1.0, self.bandwidth * factor), f"{self.source} ×{factor:g}")
@@ -113,6 +124,30 @@ class StageRates:
         idle = max(0.0, self.decode_step_memory_s - self.decode_step_compute_s)
         per_token_s = self.prefill_compute_s / self.prefill.new_tokens
         return idle / per_token_s
+
+    def json_fields(self) -> dict[str, Any]:
+        """The documented JSON of one GPU type's stage rates (docs/model.md, `stage_rates.<gpu>`)."""
+        return {
+            "prefill_tokens_per_s": self.prefill_tokens_per_s,
+            "decode_calls_per_s": self.decode_calls_per_s,
+            "prefill_s_per_request": self.prefill_s_per_request,
+            "decode_s_per_request": self.decode_s_per_request,
+            "colocated_s_per_request": self.colocated_s_per_request,
+            "bound": {"prefill": self.prefill_bound, "decode": self.decode_bound},
+            "prefill_flops": self.prefill.flops,
+            "prefill_bytes": self.prefill.bytes,
+            "prefill_compute_s": self.prefill_compute_s,
+            "prefill_memory_s": self.prefill_memory_s,
+            "decode_step_s": self.decode_step_s,
+            "decode_step_flops": self.decode_step.flops,
+            "decode_step_bytes": self.decode_step.bytes,
+            "decode_step_weight_bytes": self.decode_step.weight_bytes,
+            "decode_step_kv_bytes": self.decode_step.kv_read_bytes,
+            "decode_step_compute_s": self.decode_step_compute_s,
+            "decode_step_memory_s": self.decode_step_memory_s,
+            "hidden_prefill_tokens_per_decode_step": self.hidden_prefill_tokens_per_decode_step,
+            "efficiency": self.efficiency,
+        }
 
 
 def _roofline(flops: float, nbytes: float, gpu: GpuSpec, eff: Efficiency) -> tuple[float, float, float, Bound]:

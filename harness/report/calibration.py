@@ -17,6 +17,7 @@ import numpy as np
 
 from harness.calibration.record import CalibrationRecord
 from harness.errors import HarnessError
+from harness.model.plan_records import Plan
 from harness.report import figures as F
 from harness.report.conclusions import evaluate
 from harness.report.page import Figure, Page, Table
@@ -64,7 +65,7 @@ def render(path: str | Path, out_dir: str | Path, options: ReportOptions | None 
     from harness.calibration.file import load_calibration
     from harness.calibration.fit import fit_calibration
     from harness.calibration.runs import load_machine_runs
-    from harness.model.plan import Calibration, plan
+    from harness.model.plan import plan
     from harness.specs.scenario import load_scenario
 
     o = options or ReportOptions()
@@ -84,8 +85,8 @@ def render(path: str | Path, out_dir: str | Path, options: ReportOptions | None 
     gpus = [p.gpu for p in scenario.pools]
     proxy, proxy_note = _proxy_for(rec, gpus, o.proxy)
     constants = MeasuredConstants(rec, cal_source).with_proxy(proxy)
-    p_default = plan(scenario)
-    p_cal = plan(scenario, calibration=Calibration(source=cal_source, constants=constants))
+    p_default = plan(scenario, include_grid=False)
+    p_cal = plan(scenario, calibration=constants, include_grid=False)
 
     page = Page(
         f"Calibration report: {rec.machine}",
@@ -121,7 +122,7 @@ def _inputs(page: Page, rec: CalibrationRecord, mr: Any) -> None:
         s.items.append(f"Warning: {w}")
 
 
-def _constants(page: Page, rec: CalibrationRecord, p_cal: dict, proxy_note: str) -> None:
+def _constants(page: Page, rec: CalibrationRecord, p_cal: Plan, proxy_note: str) -> None:
     s = page.section("Fitted constants")
     rows = []
     for c in rec.curves:
@@ -149,14 +150,14 @@ def _constants(page: Page, rec: CalibrationRecord, p_cal: dict, proxy_note: str)
     if single:
         s.items.append(Table(["constant", "value [95%]", "method"], single))
     s.items.append(proxy_note)
-    cal = p_cal.get("calibration") or {}
-    rows = [[c["constant"], f"{c['value']:.4g}" if c["value"] is not None else "n/a",
-             "" if c["low"] is None else f"[{c['low']:.4g}, {c['high']:.4g}]", c["origin"]] for c in cal.get("constants", [])]
+    consts = p_cal.calibration.constants if p_cal.calibration else ()
+    rows = [[c.constant, f"{c.value:.4g}" if c.value is not None else "n/a",
+             "" if c.low is None else f"[{c.low:.4g}, {c.high:.4g}]", c.origin] for c in consts]
     s.items.append(Table(["constant the plan uses", "value", "95% interval", "origin"], rows,
                          "Every constant of the plan, and whether it is a measurement or a datasheet default."))
 
 
-def _what_changed(page: Page, p_default: dict, p_cal: dict, scenario: Any) -> None:
+def _what_changed(page: Page, p_default: Plan, p_cal: Plan, scenario: Any) -> None:
     s = page.section("What changed: the chapter's conclusions with calibrated constants")
     rows = []
     for c in evaluate(p_default, p_cal):
@@ -214,23 +215,19 @@ def _links(page: Page, rec: CalibrationRecord) -> None:
                               f"T(S) = α + S/β by weighted least squares ({lf.weighting}); residual = (measured − fit)/fit."))
 
 
-def _grid(p: dict) -> tuple[np.ndarray, list[tuple[int, int]], list[str]] | None:
-    pd = p.get("pd")
-    if not pd or not pd.get("grid"):
+def _grid(p: Plan) -> tuple[np.ndarray, list[tuple[int, int]], list[str]] | None:
+    """μ over the (GPU type 0 in P) × (GPU type 1 in P) grid, and the optimal cells, for a two-type cluster."""
+    if p.pd is None:
         return None
-    gpus = list(pd["grid"][0]["prefill"])
+    gpus = list(p.pd.search.gpus)
     if len(gpus) != 2:
         return None
-    n0 = max(c["prefill"][gpus[0]] for c in pd["grid"])
-    n1 = max(c["prefill"][gpus[1]] for c in pd["grid"])
-    grid = np.zeros((n0 + 1, n1 + 1))
-    for c in pd["grid"]:
-        grid[c["prefill"][gpus[0]], c["prefill"][gpus[1]]] = c["requests_per_s"]
-    opt = [(a["prefill"][gpus[0]], a["prefill"][gpus[1]]) for a in pd["optimal"]]
+    grid = p.pd.search.arrays().requests_per_s
+    opt = [(a.prefill[gpus[0]], a.prefill[gpus[1]]) for a in p.pd.optimal]
     return grid, opt, gpus
 
 
-def _heatmaps(page: Page, p_default: dict, p_cal: dict, scenario: Any) -> None:
+def _heatmaps(page: Page, p_default: Plan, p_cal: Plan, scenario: Any) -> None:
     s = page.section("PD allocation (Fig. 9-10) under datasheet and calibrated constants")
     a, b = _grid(p_default), _grid(p_cal)
     if a is None or b is None:
@@ -243,7 +240,7 @@ def _heatmaps(page: Page, p_default: dict, p_cal: dict, scenario: Any) -> None:
                           "min(μ_P, μ_D, link) per split, no queueing; the rest of each type goes to D; optimal splits framed."))
 
 
-def _drain(page: Page, p_default: dict, p_cal: dict, scenario: Any) -> None:
+def _drain(page: Page, p_default: Plan, p_cal: Plan, scenario: Any) -> None:
     s = page.section("Startup drain (Fig. 9-42)")
     st = scenario.startup
     lam = scenario.workload.arrival_rate_per_s
@@ -253,17 +250,17 @@ def _drain(page: Page, p_default: dict, p_cal: dict, scenario: Any) -> None:
     schemes = []
     for label, p, style in (("datasheet", p_default, "--"), ("calibrated", p_cal, "-")):
         for name in ("pd", "chunked_colocated", "replicas"):
-            if name in p["drain"]:
-                schemes.append((f"{name} ({label})", p["drain"][name]["service_rate_per_s"], style))
+            if name in p.drain:
+                schemes.append((f"{name} ({label})", p.drain[name].service_rate_per_s, style))
     s.items.append(Figure("startup-drain", "Queue after startup", F.drain_curves(lam, st.startup_s, st.deadline_s, schemes),
                           "Fluid model of §9.6.1: the backlog λ·T_s drains at μ − λ once the service is ready."))
     rows = []
-    for name in p_default["drain"]:
-        d0, d1 = p_default["drain"][name], p_cal["drain"].get(name)
+    for name, d0 in p_default.drain.items():
+        d1 = p_cal.drain.get(name)
         if d1 is None:
             continue
         f = lambda x: "never" if x is None else f"{x:.1f} s"  # noqa: E731
-        rows.append([name, f"{d0['service_rate_per_s']:.2f}", f(d0["clear_at_s"]), f"{d1['service_rate_per_s']:.2f}", f(d1["clear_at_s"])])
+        rows.append([name, f"{d0.service_rate_per_s:.2f}", f(d0.clear_at_s), f"{d1.service_rate_per_s:.2f}", f(d1.clear_at_s)])
     s.items.append(Table(["scheme", "μ datasheet", "clears (datasheet)", "μ calibrated", "clears (calibrated)"], rows))
 
 
@@ -311,7 +308,7 @@ def _stages(page: Page, rec: CalibrationRecord, scenario: Any) -> None:
                           "measured/model"], table))
 
 
-def _load(page: Page, path: Any, o: ReportOptions, p_default: dict, p_cal: dict, scenario: Any) -> None:
+def _load(page: Page, path: Any, o: ReportOptions, p_default: Plan, p_cal: Plan, scenario: Any) -> None:
     from harness.store import iter_runs
 
     s = page.section("End-to-end: predicted vs measured throughput and TTFT")
@@ -328,10 +325,10 @@ def _load(page: Page, path: Any, o: ReportOptions, p_default: dict, p_cal: dict,
         thr, ttft, lam = summ
         pred = {}
         for label, p in (("datasheet", p_default), ("calibrated", p_cal)):
-            mu = (p.get("pd") or {}).get("best", {}).get("requests_per_s") or p["colocated"]["requests_per_s"]
-            arr = lam if lam else p["workload"]["arrival_rate_per_s"]
-            t_kv = p["kv"]["transfer_s"] or 0.0
-            d_p = min(v["prefill_s_per_request"] for v in p["stage_rates"].values())
+            mu = (p.pd.best.requests_per_s if p.pd else None) or p.colocated.requests_per_s
+            arr = lam if lam else p.workload.arrival_rate_per_s
+            t_kv = p.kv.transfer_s or 0.0
+            d_p = min(v.prefill_s_per_request for v in p.stage_rates.values())
             pred[label] = (min(arr, mu), d_p + t_kv)
         rows.append([r.manifest.run_id, f"{thr:.2f}", f"{pred['datasheet'][0]:.2f}", f"{pred['calibrated'][0]:.2f}",
                      _si(ttft, "ms", 1e3), _si(pred["datasheet"][1], "ms", 1e3), _si(pred["calibrated"][1], "ms", 1e3)])

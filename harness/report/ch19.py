@@ -140,12 +140,12 @@ def mixed_step_section(cases: list[dict], skips: list[dict], scenario: Path) -> 
 def _chunked_bound_lines(scenario: Path, phi: float) -> list[str]:
     """The chapter's chunked bound with every GPU hiding the measured fraction φ of its model h."""
     from harness.model.mixed_step import chunked_colocated_rate_measured
-    from harness.model.plan import _rates, workload_of
+    from harness.model.plan import stage_rates_of, workload_of
     from harness.specs.models import get_model
     from harness.specs.scenario import load_scenario
 
     s = load_scenario(scenario)
-    rates = _rates(s, get_model(s.workload.model), workload_of(s), None)
+    rates = stage_rates_of(s, get_model(s.workload.model), workload_of(s))
     counts = [p.count for p in s.pools]
     ideal = chunked_colocated_rate_measured(rates, counts, [r.hidden_prefill_tokens_per_decode_step for r in rates])
     meas = chunked_colocated_rate_measured(rates, counts, [phi * r.hidden_prefill_tokens_per_decode_step for r in rates])

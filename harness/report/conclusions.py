@@ -8,8 +8,13 @@ chapter's printed figure alongside.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
+
+from harness.model.capacity import PdAllocation
+from harness.model.plan_records import Plan
 
 
 @dataclass(frozen=True)
@@ -30,7 +35,7 @@ class Conclusion:
         return {**asdict(self), "changed": self.changed}
 
 
-def _alloc(a: dict[str, int]) -> str:
+def _alloc(a: Mapping[str, int]) -> str:
     return " + ".join(f"{n}×{g}" for g, n in a.items() if n) or "none"
 
 
@@ -38,75 +43,74 @@ def _clear(x: float | None) -> str:
     return "never" if x is None else f"{x:.1f} s"
 
 
-def _ref(plan: dict, name: str) -> dict | None:
-    pd = plan.get("pd") or {}
-    return (pd.get("references") or {}).get(name)
+def _ref(plan: Plan, name: str) -> PdAllocation | None:
+    return plan.pd.references.get(name) if plan.pd else None
 
 
-def _interval(plan: dict, key: str, fmt: str = "{:.2f}") -> str:
-    ci = ((plan.get("calibration") or {}).get("capacity_interval") or {}).get(key)
-    if not ci or ci.get("low") is None or ci.get("high") is None:
+def _interval(plan: Plan, key: str, fmt: str = "{:.2f}") -> str:
+    ci = getattr(plan.calibration.capacity_interval, key) if plan.calibration else None
+    if ci is None or ci.low is None or ci.high is None:
         return ""
-    return f" [{fmt.format(ci['low'])}, {fmt.format(ci['high'])}]"
+    return f" [{fmt.format(ci.low)}, {fmt.format(ci.high)}]"
 
 
-Check = Callable[[dict], tuple[str, bool | None]]
+Check = Callable[[Plan], tuple[str, bool | None]]
 
 
 def _checks(lam: float, deadline: float | None) -> list[tuple[str, str, str, Check]]:
-    def colocated(p):
-        mu = p["colocated"]["requests_per_s"]
+    def colocated(p: Plan):
+        mu = p.colocated.requests_per_s
         return f"{mu:.2f} req/s" + _interval(p, "colocated_requests_per_s"), mu < lam
 
-    def pd_exceeds(p):
+    def pd_exceeds(p: Plan):
         r = _ref(p, "example-9.2")
         if r is None:
             return "n/a", None
-        return f"{r['requests_per_s']:.2f} req/s", r["requests_per_s"] > lam
+        return f"{r.requests_per_s:.2f} req/s", r.requests_per_s > lam
 
-    def best(p):
-        r, b = _ref(p, "example-9.2"), (p.get("pd") or {}).get("best")
+    def best(p: Plan):
+        r, b = _ref(p, "example-9.2"), (p.pd.best if p.pd else None)
         if r is None or b is None:
             return "n/a", None
-        tied = r["requests_per_s"] >= b["requests_per_s"] * (1 - 1e-6)
-        return (f"best: P {_alloc(b['prefill'])} / D {_alloc(b['decode'])}, {b['requests_per_s']:.2f} req/s"
+        tied = r.requests_per_s >= b.requests_per_s * (1 - 1e-6)
+        return (f"best: P {_alloc(b.prefill)} / D {_alloc(b.decode)}, {b.requests_per_s:.2f} req/s"
                 + _interval(p, "pd_best_requests_per_s")), tied
 
-    def pd_clears(p):
-        d = p["drain"].get("pd:example-9.2") or p["drain"].get("pd")
+    def pd_clears(p: Plan):
+        d = p.drain.get("pd:example-9.2") or p.drain.get("pd")
         if d is None or deadline is None:
             return "n/a", None
-        s = _clear(d["clear_at_s"]) if "pd:example-9.2" in p["drain"] else _clear(d["clear_at_s"]) + " (best split)"
-        return s, d["clear_at_s"] is not None and d["clear_at_s"] <= deadline
+        s = _clear(d.clear_at_s) if "pd:example-9.2" in p.drain else _clear(d.clear_at_s) + " (best split)"
+        return s, d.clear_at_s is not None and d.clear_at_s <= deadline
 
-    def chunked(p):
-        mu = p["chunked_colocated"]["requests_per_s"]
+    def chunked(p: Plan):
+        mu = p.chunked_colocated.requests_per_s
         r = _ref(p, "example-9.2")
-        clear = p["drain"]["chunked_colocated"]["clear_at_s"]
+        clear = p.drain["chunked_colocated"].clear_at_s
         if r is None or deadline is None:
             return "n/a", None
         return (f"{mu:.2f} req/s, clears {_clear(clear)}" + _interval(p, "chunked_colocated_requests_per_s"),
-                mu < r["requests_per_s"] and (clear is None or clear > deadline))
+                mu < r.requests_per_s and (clear is None or clear > deadline))
 
-    def reversed_roles(p):
+    def reversed_roles(p: Plan):
         r, rev = _ref(p, "example-9.2"), _ref(p, "reversed-roles")
         if r is None or rev is None:
             return "n/a", None
-        return f"{rev['requests_per_s']:.2f} req/s", rev["requests_per_s"] < 0.5 * r["requests_per_s"]
+        return f"{rev.requests_per_s:.2f} req/s", rev.requests_per_s < 0.5 * r.requests_per_s
 
-    def link(p):
-        b = (p.get("pd") or {}).get("best")
-        if b is None or b.get("link_requests_per_s") is None:
+    def link(p: Plan):
+        b = p.pd.best if p.pd else None
+        if b is None or math.isinf(b.link_requests_per_s):
             return "n/a", None
-        return f"{b['link_requests_per_s']:.1f} states/s", b["link_requests_per_s"] > b["requests_per_s"]
+        return f"{b.link_requests_per_s:.1f} states/s", b.link_requests_per_s > b.requests_per_s
 
-    def sens(p):
-        e = p["sensitivity"]["efficiency_scale"].get("0.9")
-        if e is None or deadline is None or "references" not in e or "example-9.2" not in e["references"]:
+    def sens(p: Plan):
+        e = p.sensitivity.efficiency_scale.get("0.9")
+        if e is None or deadline is None or e.pd is None or "example-9.2" not in e.pd.references:
             return "n/a", None
-        r = e["references"]["example-9.2"]
-        return f"{r['requests_per_s']:.2f} req/s, clears {_clear(r['clear_at_s'])}", (
-            r["clear_at_s"] is None or r["clear_at_s"] > deadline)
+        r = e.pd.references["example-9.2"]
+        return f"{r.allocation.requests_per_s:.2f} req/s, clears {_clear(r.clear_at_s)}", (
+            r.clear_at_s is None or r.clear_at_s > deadline)
 
     dl = f"{deadline:g} s" if deadline else "the deadline"
     return [
@@ -121,10 +125,10 @@ def _checks(lam: float, deadline: float | None) -> list[tuple[str, str, str, Che
     ]
 
 
-def evaluate(datasheet_plan: dict, calibrated_plan: dict) -> list[Conclusion]:
+def evaluate(datasheet_plan: Plan, calibrated_plan: Plan) -> list[Conclusion]:
     """Each conclusion under both plans (same scenario)."""
-    lam = datasheet_plan["workload"]["arrival_rate_per_s"]
-    deadline = datasheet_plan["startup"]["deadline_s"]
+    lam = datasheet_plan.workload.arrival_rate_per_s
+    deadline = datasheet_plan.startup.deadline_s
     out = []
     for claim, source, chapter, check in _checks(lam, deadline):
         dv, dh = check(datasheet_plan)

@@ -88,8 +88,10 @@ def deployment_from_scenario(
         raise HarnessError(f"scenario {s.name!r} has no [link] section; a PD deployment needs one (add link.spec or use mode 'colocated').")
     counts = {p.gpu: p.count for p in s.pools}
     if allocation == "best":
-        best = plan(s, include_grid=False)["pd"]["best"]
-        prefill = dict(best["prefill"])
+        pd = plan(s, include_grid=False).pd
+        if pd is None:
+            raise HarnessError(f"scenario {s.name!r} has no PD split (one output token means no decode calls); use mode 'colocated'.")
+        prefill = dict(pd.best.prefill)
     else:
         refs = {r.name: r.prefill for r in s.reference_allocations}
         if allocation not in refs:

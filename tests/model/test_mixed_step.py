@@ -7,7 +7,7 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.model.mixed_step import chunked_colocated_rate_measured, chunked_rate, chunked_s_per_request, fit_hinge
-from harness.model.plan import _rates, workload_of
+from harness.model.plan import stage_rates_of, workload_of
 from harness.specs.models import get_model
 from harness.specs.scenario import load_scenario
 
@@ -16,7 +16,7 @@ SCEN = Path(__file__).resolve().parents[2] / "workloads" / "scenarios"
 
 def _rates_of(name):
     s = load_scenario(SCEN / f"{name}.toml")
-    return _rates(s, get_model(s.workload.model), workload_of(s), None), [p.count for p in s.pools]
+    return stage_rates_of(s, get_model(s.workload.model), workload_of(s)), [p.count for p in s.pools]
 
 
 def test_fit_recovers_the_chapter_a100_knee():

@@ -14,13 +14,13 @@ from harness.specs.scenario import load_scenario
 def hetero(request):
     from tests.conftest import SCENARIOS
 
-    return plan(load_scenario(SCENARIOS / "ch9-hetero-pd.toml"))
+    return plan(load_scenario(SCENARIOS / "ch9-hetero-pd.toml")).to_dict()  # the figures as `plan --json` prints them
 
 
 def _plan(name):
     from tests.conftest import SCENARIOS
 
-    return plan(load_scenario(SCENARIOS / f"{name}.toml"))
+    return plan(load_scenario(SCENARIOS / f"{name}.toml")).to_dict()
 
 
 def test_example_9_2_stage_rates(hetero):
