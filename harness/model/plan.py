@@ -3,8 +3,10 @@ startup drain, deployment comparison and cost (Chapter 9, §9.1–9.2, §9.6.1, 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+from harness.errors import HarnessError
 from harness.model import capacity, deployment, queueing
 from harness.model.calibration import Calibration, ConstantProvenance, LinkConstants, Which
 from harness.model.forward import param_counts
@@ -69,9 +71,18 @@ def efficiency_for(s: Scenario, gpu: str, calibration: Calibration | None = None
 
 
 def stage_rates_of(s: Scenario, model: ModelSpec, work: Workload, calibration: Calibration | None = None, scale: float = 1.0,
-                   which: Which = "value") -> list[StageRates]:
-    """Stage rates of every pool's GPU type, in pool order (§9.2.3)."""
-    return [stage_rates(get_gpu(p.gpu), model, work, efficiency_for(s, p.gpu, calibration, scale, which)) for p in s.pools]
+                   which: Which = "value", memory: MemoryCheck | None = None) -> list[StageRates]:
+    """Stage rates of every pool's GPU type, in pool order (§9.2.3); with `memory`, each GPU type's decode
+    step runs at the largest batch that fits its HBM (at most the scenario's)."""
+    out = []
+    for p in s.pools:
+        w = work
+        if memory is not None:
+            b = memory.per_gpu[p.gpu].planned_decode_batch
+            if 0 < b < work.decode_batch:
+                w = dataclasses.replace(work, decode_batch=b)
+        out.append(stage_rates(get_gpu(p.gpu), model, w, efficiency_for(s, p.gpu, calibration, scale, which)))
+    return out
 
 
 def link_of(s: Scenario, calibration: Calibration | None = None, which: Which = "value") -> LinkConstants | None:
@@ -85,14 +96,24 @@ def link_of(s: Scenario, calibration: Calibration | None = None, which: Which = 
     return LinkConstants(s.link.bandwidth, s.link.startup, s.link.label)
 
 
-def _pd(s: Scenario, rates: list[StageRates], link_rate: float) -> capacity.PdSearch:
-    return capacity.pd_search(
-        [p.gpu for p in s.pools],
-        [r.prefill_s_per_request for r in rates],
-        [r.decode_s_per_request if r.decode_calls_per_request else 0.0 for r in rates],
-        [p.count for p in s.pools],
-        link_rate,
-    )
+def _pd(s: Scenario, rates: list[StageRates], link_rate: float, memory: MemoryCheck) -> capacity.PdSearch | None:
+    """The PD search; a GPU type whose HBM cannot hold a stage serves none of it (stage time ∞).
+    None when memory leaves no allocation with both pools serving."""
+    fits = [memory.per_gpu[p.gpu] for p in s.pools]
+    dp = [r.prefill_s_per_request if f.prefill_fits else math.inf for r, f in zip(rates, fits)]
+    dd = [r.decode_s_per_request if f.planned_decode_batch else math.inf for r, f in zip(rates, fits)]
+    try:
+        return capacity.pd_search([p.gpu for p in s.pools], dp, dd, [p.count for p in s.pools], link_rate)
+    except HarnessError:
+        if memory.notes:  # not the cluster's shape but its memory: capacity 0, said in plan.warnings
+            return None
+        raise
+
+
+def _colocated_counts(s: Scenario, memory: MemoryCheck) -> list[int]:
+    """Cards that can run a whole request (prefill and decode) in their HBM; the others add no colocated capacity."""
+    return [p.count if memory.per_gpu[p.gpu].prefill_fits and memory.per_gpu[p.gpu].planned_decode_batch else 0
+            for p in s.pools]
 
 
 def _has_pd(s: Scenario, work: Workload) -> bool:
@@ -103,9 +124,11 @@ def plan(s: Scenario, calibration: Calibration | None = None, include_grid: bool
     """Everything `harness model plan` computes; `as_json(plan(s))` is its --json, documented field by field in docs/model.md."""
     model = get_model(s.workload.model)
     work = workload_of(s)
-    rates = stage_rates_of(s, model, work, calibration)
-    counts = [p.count for p in s.pools]
+    memory = _memory(s, model, work)
+    rates = stage_rates_of(s, model, work, calibration, memory=memory)
+    counts = _colocated_counts(s, memory)
     lam = s.workload.arrival_rate_per_s
+    warnings = list(memory.notes)
 
     v_kv = kv_bytes(model, work.input_tokens, work.kv_bytes_per_elem)
     link = link_of(s, calibration)
@@ -131,7 +154,11 @@ def plan(s: Scenario, calibration: Calibration | None = None, include_grid: bool
     search = None
     pd_plan = None
     if _has_pd(s, work):
-        search = _pd(s, rates, link_rate)
+        search = _pd(s, rates, link_rate, memory)
+        if search is None:
+            warnings.append("PD capacity 0: no split of these pools puts a GPU that holds prefill in P and one that "
+                            "holds decode in D (see memory.per_gpu)")
+    if search is not None:
         grid = omitted = None
         if include_grid and search.grid.size <= capacity.MAX_GRID_CELLS_LISTED:
             grid = tuple(search.grid.cells())
@@ -167,10 +194,10 @@ def plan(s: Scenario, calibration: Calibration | None = None, include_grid: bool
     # sensitivity to efficiency (§9.7.2: 90% of the assumed efficiency)
     sens = {}
     for f in s.sensitivity.efficiency_scale:
-        r2 = stage_rates_of(s, model, work, calibration, f)
+        r2 = stage_rates_of(s, model, work, calibration, f, memory=memory)
         sens_pd = None
-        if pd_plan is not None:
-            pd2 = _pd(s, r2, link_rate)
+        pd2 = _pd(s, r2, link_rate, memory) if pd_plan is not None else None
+        if pd2 is not None:  # what fits in memory does not depend on the efficiency
             refs = {}
             for ref in s.reference_allocations:
                 a = _reference(s, pd2.grid, ref.prefill)
@@ -198,7 +225,7 @@ def plan(s: Scenario, calibration: Calibration | None = None, include_grid: bool
         ),
         stage_rates={r.gpu: r for r in rates},
         kv=kv,
-        memory=_memory(s, model, work),
+        memory=memory,
         colocated=Capacity(mu_co),
         chunked_colocated=Capacity(mu_ch),
         pd=pd_plan,
@@ -206,34 +233,38 @@ def plan(s: Scenario, calibration: Calibration | None = None, include_grid: bool
         startup=startup,
         sensitivity=Sensitivity(sens),
         deployment=_deployment(s, model, work, mu_co, search, rates, v_kv, link, lam),
-        calibration=None if calibration is None else _calibration_section(s, model, work, calibration, v_kv),
+        calibration=None if calibration is None else _calibration_section(s, model, work, calibration, v_kv, memory),
+        warnings=tuple(warnings) or None,
     )
 
 
-def _capacity_at(s: Scenario, model: ModelSpec, work: Workload, calibration: Calibration, v_kv: float, which: Which) -> CapacityAt:
+def _capacity_at(s: Scenario, model: ModelSpec, work: Workload, calibration: Calibration, v_kv: float, which: Which,
+                 memory: MemoryCheck) -> CapacityAt:
     """Capacity with every measured constant at one end of its interval (low: efficiencies and link
     bandwidth at their lower bounds, startup latency at its upper bound; high: the reverse)."""
-    rates = stage_rates_of(s, model, work, calibration, which=which)
-    counts = [p.count for p in s.pools]
+    rates = stage_rates_of(s, model, work, calibration, which=which, memory=memory)
+    counts = _colocated_counts(s, memory)
     link = link_of(s, calibration, which)
     link_rate = 1.0 / transfer_time_s(v_kv, link.bandwidth_bytes_per_s, link.startup_latency_s) if link else math.inf
     best = clear = None
-    if _has_pd(s, work):
-        best = _pd(s, rates, link_rate).best.requests_per_s
+    search = _pd(s, rates, link_rate, memory) if _has_pd(s, work) else None
+    if search is not None:
+        best = search.best.requests_per_s
         clear = queueing.clear_at_s(s.workload.arrival_rate_per_s, s.startup.startup_s, best)
     return CapacityAt(capacity.colocated_rate(rates, counts), capacity.chunked_colocated_rate(rates, counts), best, clear)
 
 
-def _calibration_section(s: Scenario, model: ModelSpec, work: Workload, calibration: Calibration, v_kv: float) -> CalibrationSection:
+def _calibration_section(s: Scenario, model: ModelSpec, work: Workload, calibration: Calibration, v_kv: float,
+                         memory: MemoryCheck) -> CalibrationSection:
     """Where every constant came from, and capacity over the constants' 95% intervals.
 
     Capacity rises with every efficiency and link bandwidth and falls with the startup latency, so
     evaluating all constants at the pessimistic and at the optimistic ends bounds it (a conservative
     interval: the ends are not joint percentiles)."""
     link_default = LinkConstants(s.link.bandwidth, s.link.startup, s.link.label) if s.link is not None else None
-    value = _capacity_at(s, model, work, calibration, v_kv, "value")
-    low = _capacity_at(s, model, work, calibration, v_kv, "low")
-    high = _capacity_at(s, model, work, calibration, v_kv, "high")
+    value = _capacity_at(s, model, work, calibration, v_kv, "value", memory)
+    low = _capacity_at(s, model, work, calibration, v_kv, "low", memory)
+    high = _capacity_at(s, model, work, calibration, v_kv, "high", memory)
 
     def iv(name: str) -> Interval:
         return Interval(getattr(value, name), getattr(low, name), getattr(high, name))
@@ -258,7 +289,11 @@ def _reference(s: Scenario, grid: capacity.PdGrid, prefill: dict[str, int]) -> c
 
 
 def _memory(s: Scenario, model: ModelSpec, work: Workload) -> MemoryCheck:
-    """HBM check of §9.7.2: D holds batch × final KV + one receive buffer + weights; P holds two states."""
+    """HBM check of §9.7.2: D holds batch × final KV + one receive buffer + weights; P holds two states.
+
+    A GPU type that cannot hold the scenario's decode batch decodes at the largest batch that fits,
+    ⌊(HBM − weights − receive buffer)/final KV⌋; one that cannot hold even one request, or a prefill,
+    serves none of that stage (capacity 0). Either is said in the GPU's note and in plan.warnings."""
     pc = param_counts(model)
     w_bytes = pc.total * work.weight_bytes_per_param
     final = kv_bytes(model, work.input_tokens + work.decode_calls, work.kv_bytes_per_elem)
@@ -266,50 +301,77 @@ def _memory(s: Scenario, model: ModelSpec, work: Workload) -> MemoryCheck:
     d_need = w_bytes + work.decode_batch * final + recv
     p_need = w_bytes + 2 * recv
     per_gpu = {}
+    gib = 2**30
     for p in s.pools:
         cap = get_gpu(p.gpu).hbm_capacity_bytes
-        per_gpu[p.gpu] = GpuMemoryFit(hbm_capacity_bytes=cap, decode_fits=d_need <= cap, prefill_fits=p_need <= cap)
+        max_b = max(0, math.floor((cap - w_bytes - recv) / final)) if final > 0 else work.decode_batch
+        planned = min(work.decode_batch, max_b)
+        notes = []
+        if max_b == 0:
+            notes.append(f"decode does not fit: weights {w_bytes / gib:.1f} GiB + one request's KV "
+                         f"({(final + recv) / gib:.2f} GiB with its receive buffer) exceed {cap / gib:.1f} GiB of HBM; "
+                         "decode capacity 0 on this GPU type")
+        elif planned < work.decode_batch:
+            notes.append(f"decode batch {work.decode_batch} needs {d_need / gib:.1f} GiB of {cap / gib:.1f} GiB HBM; "
+                         f"planned at the largest batch that fits, {planned}")
+        if p_need > cap:
+            notes.append(f"prefill does not fit: weights + two states need {p_need / gib:.1f} GiB of {cap / gib:.1f} GiB "
+                         "HBM; prefill capacity 0 on this GPU type")
+        per_gpu[p.gpu] = GpuMemoryFit(hbm_capacity_bytes=cap, decode_fits=d_need <= cap, prefill_fits=p_need <= cap,
+                                      max_decode_batch=max_b, planned_decode_batch=planned, note="; ".join(notes) or None)
     return MemoryCheck(weight_bytes=w_bytes, decode_side_bytes=d_need, prefill_side_bytes=p_need, per_gpu=per_gpu)
 
 
 def _deployment(s: Scenario, model: ModelSpec, work: Workload, mu_co: float, pd: capacity.PdSearch | None,
-                rates: list[StageRates], v_kv: float, link: LinkConstants | None, lam: float) -> DeploymentPlan | None:
-    if pd is None or link is None:
-        return None
-    bw, alpha = link.bandwidth_bytes_per_s, link.startup_latency_s
-    pd_compute = min(pd.best.prefill_pool_requests_per_s, pd.best.decode_pool_requests_per_s)
+                rates: list[StageRates], v_kv: float, link: LinkConstants | None, lam: float) -> DeploymentPlan:
+    """§9.7.2–9.7.3. Without a PD split or a link only the replicas row is left, and the note says why;
+    scale-out and cost then use the replicas' rate."""
     states = {"gqa" if model.attention == "gqa" else "mla": v_kv}
     for other in s.deployment.compare_states:
         om = get_model(other)
         states[other] = kv_bytes(om, work.input_tokens, work.kv_bytes_per_elem)
-    rows = deployment.scheme_rows(mu_co, pd_compute, states, bw, alpha, lam)
-    # recompute cost of a reuse: prefill on the fastest P-side GPU type of the best allocation
-    p_types = [r for r in rates if pd.best.prefill.get(r.gpu, 0) > 0]
-    recompute = min(r.prefill_s_per_request for r in p_types)
+    note = None
+    if pd is None:
+        note = ("no PD split: " + ("one output token means no decode calls (G = 1)" if work.decode_calls == 0 else
+                                   "fewer than two GPUs, or no GPU type holds a stage (memory.per_gpu)")
+                + "; replicas only")
+    elif link is None:
+        note = "no [link]: the PD rows need the link that carries the KV state; replicas only"
+    if pd is not None and link is not None:
+        pd_compute = min(pd.best.prefill_pool_requests_per_s, pd.best.decode_pool_requests_per_s)
+        rows = deployment.scheme_rows(mu_co, pd_compute, states, link.bandwidth_bytes_per_s, link.startup_latency_s, lam)
+    else:
+        rows = deployment.scheme_rows(mu_co, 0.0, {}, 1.0, 0.0, lam)  # the replicas row alone
+    reuse = {}
+    if link is not None:
+        # recompute cost of a reuse: prefill on the fastest P-side GPU type of the best allocation (any type without PD)
+        p_types = [r for r in rates if pd is None or pd.best.prefill.get(r.gpu, 0) > 0]
+        recompute = min(r.prefill_s_per_request for r in p_types)
+        reuse = {name: deployment.reuse_pair(v, link.bandwidth_bytes_per_s, link.startup_latency_s, lam, recompute)
+                 for name, v in states.items()}
+    served = pd.best.requests_per_s if pd is not None else mu_co
     cost = None
     if s.cost is not None:
         c = s.cost
         slo = None
         if c.slo_fraction is not None:
-            good = pd.best.requests_per_s * c.slo_fraction
+            good = served * c.slo_fraction
             slo = SloCost(c.slo_fraction, good, deployment.cost_per_1000_requests(c.price_per_hour, good))
         cost = CostPlan(
             currency=c.currency,
             price_per_hour=c.price_per_hour,
-            per_1000_at_arrival_rate=(
-                deployment.cost_per_1000_requests(c.price_per_hour, min(lam, pd.best.requests_per_s)) if lam else None
-            ),
+            per_1000_at_arrival_rate=(deployment.cost_per_1000_requests(c.price_per_hour, min(lam, served)) if lam else None),
             per_1000_at_capacity=CostAtCapacity(
                 replicas=deployment.cost_per_1000_requests(c.price_per_hour, mu_co),
-                pd=deployment.cost_per_1000_requests(c.price_per_hour, pd.best.requests_per_s),
+                pd=deployment.cost_per_1000_requests(c.price_per_hour, pd.best.requests_per_s) if pd is not None else None,
             ),
             slo=slo,
         )
     return DeploymentPlan(
         schemes=tuple(rows),
-        reuse_pair={name: deployment.reuse_pair(v, bw, alpha, lam, recompute) for name, v in states.items()},
+        reuse_pair=reuse,
         scale_out=deployment.scale_out(
-            pd.best.requests_per_s, lam,
+            served, lam,
             queueing.min_rate_for_deadline(lam, s.startup.startup_s, s.startup.deadline_s) if s.startup.deadline_s else None,
         ),
         shared_pool_states=(
@@ -317,4 +379,5 @@ def _deployment(s: Scenario, model: ModelSpec, work: Workload, mu_co: float, pd:
             if s.deployment.shared_pool_bytes else None
         ),
         cost=cost,
+        note=note,
     )

@@ -48,9 +48,14 @@ class KvHandoff:
 
 @dataclass(frozen=True, slots=True)
 class GpuMemoryFit:
+    """Whether one GPU type holds its stage, and the decode batch the plan runs on it (issue 18)."""
+
     hbm_capacity_bytes: int
-    decode_fits: bool
+    decode_fits: bool  # at the scenario's decode batch
     prefill_fits: bool
+    max_decode_batch: int  # ⌊(HBM − weights − one receive buffer) / final KV⌋; 0: not even one request fits
+    planned_decode_batch: int  # min(scenario batch, max_decode_batch): the batch its stage rates use (0: no decode)
+    note: str | None = omit_none()  # what does not fit and what the plan did about it
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +66,10 @@ class MemoryCheck:
     decode_side_bytes: float
     prefill_side_bytes: float
     per_gpu: Mapping[str, GpuMemoryFit]
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return tuple(f"{g}: {f.note}" for g, f in self.per_gpu.items() if f.note)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,10 +155,11 @@ class DeploymentPlan:
     """Replicas vs direct PD vs PD through a shared pool, reuse, scale-out and cost (§9.7.1–9.7.3)."""
 
     schemes: tuple[SchemeRow, ...]
-    reuse_pair: Mapping[str, ReusePair]
-    scale_out: ScaleOut
+    reuse_pair: Mapping[str, ReusePair]  # empty without a [link]
+    scale_out: ScaleOut  # copies of the group at its best scheme (PD when it has a split, else replicas)
     shared_pool_states: Mapping[str, int] | None = omit_none()
     cost: CostPlan | None = omit_none()
+    note: str | None = omit_none()  # why the PD rows are missing (no split, no link)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,12 +210,13 @@ class Plan:
     memory: MemoryCheck
     colocated: Capacity
     chunked_colocated: Capacity
-    pd: PdPlan | None  # None with fewer than two GPUs or no decode calls
+    pd: PdPlan | None  # None with fewer than two GPUs, no decode calls, or no GPU type that holds a stage
     drain: Mapping[str, DrainResult]  # "replicas", "chunked_colocated", "pd", "pd:<reference>"
     startup: StartupFigures
     sensitivity: Sensitivity
-    deployment: DeploymentPlan | None
+    deployment: DeploymentPlan
     calibration: CalibrationSection | None = omit_none()
+    warnings: tuple[str, ...] | None = omit_none()  # loud caveats on the figures (a stage that does not fit in HBM)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of `harness model plan --json` (and of a run's plan.json)."""

@@ -104,3 +104,69 @@ def test_specs_and_list(capsys):
     assert code == 0 and "xeon-platinum-8452y" in out and "21.3" in out
     code, out, _ = run(capsys, "model", "list")
     assert code == 0 and "ch9-hetero-pd.toml" in out
+
+
+def _variant(tmp_path, name, *edits):
+    text = (SCENARIOS / "ch9-hetero-pd.toml").read_text()
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new)
+    p = tmp_path / f"{name}.toml"
+    p.write_text(text)
+    return str(p)
+
+
+def _one_type_without_link_or_deadline(tmp_path):
+    text = (SCENARIOS / "ch9-hetero-pd.toml").read_text()
+    text = text.replace('[[pools]]\ngpu = "h20-96gb"\ncount = 4\n', "").replace('[link]\nspec = "nic-200g"\n', "")
+    text = text[: text.index("[[reference_allocations]]")] + text[text.index("[sensitivity]"):]
+    p = tmp_path / "one-type.toml"
+    p.write_text(text.replace("deadline_s = 60.0\n", ""))
+    return str(p)
+
+
+def test_one_output_token_keeps_the_deployment_and_the_cost(tmp_path, capsys):
+    # issue 18: with G = 1 there is no PD split, and `deployment` was null with [cost] dropped silently
+    path = _variant(tmp_path, "g1", ("output_tokens = 1025", "output_tokens = 1"))
+    code, out, _ = run(capsys, "model", "plan", path, "--json")
+    r = json.loads(out)
+    assert code == 0 and r["pd"] is None
+    dep = r["deployment"]
+    assert [row["scheme"] for row in dep["schemes"]] == ["replicas"]
+    assert "G = 1" in dep["note"]
+    mu = r["colocated"]["requests_per_s"]
+    assert dep["cost"]["per_1000_at_capacity"]["replicas"] == pytest.approx(8.0 / (3600 * mu) * 1000)
+    assert dep["cost"]["per_1000_at_capacity"]["pd"] is None
+    assert dep["cost"]["good_requests_per_s"] == pytest.approx(0.25 * mu)
+    code, out, _ = run(capsys, "model", "plan", path)
+    assert "no PD split: one output token" in out and "cost per 1000 requests (CNY, 8/h)" in out and "None" not in out
+
+
+def test_one_gpu_type_without_link_or_deadline(tmp_path, capsys):
+    # issue 18: one GPU type without a link dropped `deployment`; the text printed "None" for a missing deadline
+    path = _one_type_without_link_or_deadline(tmp_path)
+    code, out, _ = run(capsys, "model", "plan", path)
+    assert code == 0 and "None" not in out
+    assert "no [link]" in out and "scale-out: 3 copies to keep up (3.50 req/s)" in out and "for the deadline" not in out
+    code, out, _ = run(capsys, "model", "plan", path, "--json")
+    r = json.loads(out)
+    assert r["deployment"]["cost"]["currency"] == "CNY" and r["deployment"]["reuse_pair"] == {}
+    assert r["deployment"]["scale_out"]["copies_for_deadline"] is None
+
+
+def test_fields_of_edge_cases_are_documented(tmp_path, capsys):
+    """The fields that appear only when something does not fit or is missing are documented too."""
+    doc = (ROOT / "docs" / "model.md").read_text()
+    paths = [
+        _variant(tmp_path, "b64", ("decode_batch = 32", "decode_batch = 64")),
+        _variant(tmp_path, "dsv3", ('model = "qwen3-8b"', 'model = "deepseek-v3"'), ('compare_states = ["deepseek-v3"]\n', "")),
+        _variant(tmp_path, "g1", ("output_tokens = 1025", "output_tokens = 1")),
+        _one_type_without_link_or_deadline(tmp_path),
+    ]
+    missing = set()
+    for p in paths:
+        _, out, _ = run(capsys, "model", "plan", p, "--json")
+        missing |= {k for k in documented_keys(json.loads(out)) if f"`{k}`" not in doc}
+    missing.discard("pd.grid_omitted")  # only for grids above 100k allocations: tests/model/test_plan_bounds.py
+    assert "`pd.grid_omitted`" in doc
+    assert not missing, f"fields without a `name` entry in docs/model.md: {sorted(missing)}"

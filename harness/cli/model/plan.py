@@ -56,6 +56,7 @@ def render_summary(r: Plan) -> str:
         f"Scenario {r.scenario}  ({r.source})",
         f"  model {r.model}: {w.input_tokens} in ({w.cached_prefix_tokens} cached) / {w.output_tokens} out, "
         f"decode batch {w.decode_batch}, arrival {w.arrival_rate_per_s:g} req/s",
+        *(f"  WARNING {w}" for w in (r.warnings or ())),
         "",
         "Stage rates per GPU (Chapter 9, §9.2.3):",
         f"  {'gpu':16s} {'r_P tok/s':>10s} {'d_P s':>7s} {'step ms':>8s} {'r_D calls/s':>12s} {'d_D s':>7s}  bound P/D   efficiency",
@@ -87,6 +88,8 @@ def render_summary(r: Plan) -> str:
         )
         for name, a in pd.references.items():
             lines.append(f"  PD {name:22s} {a.requests_per_s:.2f}   P: {_alloc(a.prefill)}, D: {_alloc(a.decode)}")
+    elif any(w.startswith("PD capacity 0") for w in (r.warnings or ())):
+        lines.append("  PD best                   0.00   no GPU type holds its stage in HBM (see WARNING above)")
     st = r.startup
     if st.startup_s:
         lines += ["", f"Startup drain (§9.6.1): backlog {st.backlog_requests:.1f} requests after {st.startup_s:g} s"
@@ -110,15 +113,19 @@ def render_summary(r: Plan) -> str:
                 f"{_f(row.link_requests_per_s, nd=1):>8s} {row.requests_per_s:7.2f} {row.link_demand_at_arrival_bytes_per_s / 1e9:7.1f} "
                 f"{row.link_demand_at_capacity_bytes_per_s / 1e9:7.1f}"
             )
+        if dep.note:
+            lines.append(f"  ({dep.note})")
         so = dep.scale_out
         if so.copies_to_sustain and so.copies_to_sustain > 1 or (so.copies_for_deadline or 1) > 1:
-            lines.append(f"  scale-out: {so.copies_to_sustain} copies to keep up ({_f(so.rate_with_sustain_copies)} req/s), "
-                         f"{so.copies_for_deadline} for the deadline ({_f(so.rate_with_deadline_copies)} req/s)")
+            deadline = ("" if so.copies_for_deadline is None else
+                        f", {so.copies_for_deadline} for the deadline ({_f(so.rate_with_deadline_copies)} req/s)")
+            lines.append(f"  scale-out: {so.copies_to_sustain} copies to keep up ({_f(so.rate_with_sustain_copies)} req/s){deadline}")
         c = dep.cost
         if c:
             lines.append(
                 f"  cost per 1000 requests ({c.currency}, {c.price_per_hour:g}/h): at arrival {_f(c.per_1000_at_arrival_rate)}, "
-                f"at capacity replicas {_f(c.per_1000_at_capacity.replicas)} / PD {_f(c.per_1000_at_capacity.pd)}"
+                f"at capacity replicas {_f(c.per_1000_at_capacity.replicas)}"
+                + (f" / PD {_f(c.per_1000_at_capacity.pd)}" if r.pd is not None else "")
                 + (f"; only {c.slo.slo_fraction:.0%} in SLO -> {_f(c.slo.effective_per_1000_good)}" if c.slo else "")
             )
     cal = r.calibration
