@@ -127,6 +127,12 @@ def scale_out(group_rate_per_s: float, arrival_rate_per_s: float, min_rate_for_d
     deadline (§9.7.3: μ=1.26 -> 3 copies (3.78) to keep up, 4 copies (5.04) to clear by 60 s)."""
     if group_rate_per_s <= 0:
         return ScaleOut(group_rate_per_s, None, None, None, None)
+    for name, rate in (("arrival_rate_per_s", arrival_rate_per_s), ("min_rate_for_deadline_per_s", min_rate_for_deadline_per_s)):
+        if rate is not None and not math.isfinite(rate / group_rate_per_s):
+            raise HarnessError(
+                f"scale-out: {name} = {rate:g} needs more than 1e308 copies of a group serving {group_rate_per_s:g} req/s; "
+                "give a rate in requests per second that a cluster can see."
+            )
     k1 = math.floor(arrival_rate_per_s / group_rate_per_s) + 1
     k2 = None
     if min_rate_for_deadline_per_s is not None:

@@ -131,6 +131,7 @@ def kv_tiers_plan(s: KvTiersScenario) -> dict[str, Any]:
     buf = kv_prefetch.prefetch_buffer_bytes(host_B, t_host, t_new)
     p_closed = kv_prefetch.layers_to_preload(buf, layer_bytes)
     p_sim = kv_prefetch.min_preloaded_layers(n_layers, t_host, t_new)
+    p_used = kv_prefetch.layers_that_hide_the_read(n_layers, t_host, t_new, p_closed)
 
     def new_s(n: int) -> float:
         return c.prefill_s(n, s.prefix_tokens)
@@ -148,8 +149,10 @@ def kv_tiers_plan(s: KvTiersScenario) -> dict[str, Any]:
     for n in s.prefetch.new_tokens:
         tn = new_s(n)
         b = kv_prefetch.prefetch_buffer_bytes(host_B, t_host, tn)
+        closed = kv_prefetch.layers_to_preload(b, layer_bytes)
         extra.append({"new_tokens": n, "compute_s": tn, "per_layer_total_s": kv_prefetch.layer_pipeline(n_layers, t_host, tn).total_s,
-                      "buffer_bytes": b, "layers_to_preload": kv_prefetch.layers_to_preload(b, layer_bytes)})
+                      "buffer_bytes": b, "layers_to_preload": closed,
+                      "layers_to_preload_used": kv_prefetch.layers_that_hide_the_read(n_layers, t_host, tn, closed)})
     out["prefetch"] = {
         "layer_bytes": layer_bytes,
         "compute_s": t_new,
@@ -160,7 +163,8 @@ def kv_tiers_plan(s: KvTiersScenario) -> dict[str, Any]:
         "buffer_bytes": buf,
         "layers_to_preload": p_closed,
         "layers_to_preload_simulated": p_sim,
-        "pre_loaded": kv_prefetch.layer_pipeline(n_layers, t_host, t_new, p_closed).to_dict(),
+        "layers_to_preload_used": p_used,
+        "pre_loaded": kv_prefetch.layer_pipeline(n_layers, t_host, t_new, p_used).to_dict(),
         "tiers": per_tier,
         "new_tokens": extra,
         "host_prefixes_to_stage": kv_tiers.prefixes_that_fit(by_name["host"].capacity_bytes, V),

@@ -82,6 +82,16 @@ def min_preloaded_layers(layers: int, read_s: float, compute_s: float) -> int:
     return layers  # pragma: no cover - p = layers always leaves only compute
 
 
+def layers_that_hide_the_read(layers: int, read_s: float, compute_s: float, closed_form_layers: int) -> int:
+    """The pre-loaded layer count to use: the closed formula ⌈S_buf/layer⌉ when the simulated pipeline with
+    that many layers ends at T_new, else the simulated minimum. The two differ because the last layer's
+    compute cannot overlap its own read (§9.5.2, Fig. 9-33 / 9-34; issue 18: 8 by the formula, 9 simulated)."""
+    closed = min(closed_form_layers, layers)
+    if layer_pipeline(layers, read_s, compute_s, closed).bound == "compute":
+        return closed
+    return min_preloaded_layers(layers, read_s, compute_s)
+
+
 def hiding_new_tokens(read_s: float, compute_s_for_new_tokens: Callable[[int], float], max_tokens: int = 1 << 20) -> int | None:
     """Smallest new-token count n with T_new(n) ≥ T_read: from there per-layer prefetch hides the read
     entirely and no buffer is needed (§9.5.2: ≈400 host, ≈800 remote pool, ≈1400 local SSD on A100).

@@ -116,12 +116,26 @@ def _colocated_counts(s: Scenario, memory: MemoryCheck) -> list[int]:
             for p in s.pools]
 
 
+MAX_ARRIVAL_RATE_PER_S = 1e9  # far above any cluster; beyond it backlog, link demand and copies stop being finite
+
+
+def _check_rates(s: Scenario) -> None:
+    lam = s.workload.arrival_rate_per_s
+    if not (math.isfinite(lam) and lam <= MAX_ARRIVAL_RATE_PER_S):
+        raise HarnessError(
+            f"workload.arrival_rate_per_s = {lam:g} is above {MAX_ARRIVAL_RATE_PER_S:g} requests/s, where the plan's "
+            "figures (backlog λ·T_s, link demand λ·V, copies λ/μ) stop being physical or finite; give the arrival rate "
+            "in requests per second."
+        )
+
+
 def _has_pd(s: Scenario, work: Workload) -> bool:
     return sum(p.count for p in s.pools) >= 2 and work.decode_calls > 0
 
 
 def plan(s: Scenario, calibration: Calibration | None = None, include_grid: bool = True) -> Plan:
     """Everything `harness model plan` computes; `as_json(plan(s))` is its --json, documented field by field in docs/model.md."""
+    _check_rates(s)
     model = get_model(s.workload.model)
     work = workload_of(s)
     memory = _memory(s, model, work)

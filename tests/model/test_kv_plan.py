@@ -106,3 +106,18 @@ def test_lifecycle_scenario(life):
     plans = life["recovery"]["plans"]
     assert [p["replay_tokens"] for p in plans] == [1024, 0]
     assert plans[0]["replay_s"] > 0 and plans[1]["replay_s"] == 0
+
+
+def test_prefetch_uses_the_layer_count_that_hides_the_read(tiers):
+    # issue 18: at 350 new tokens the closed formula ⌈B·(T_read−T_new)/layer⌉ gives 5 layers, but with 5 the
+    # simulated pipeline (Fig. 9-33/9-34) still waits on a read: the last layer's compute cannot overlap its own read
+    from harness.model.kv_prefetch import layer_pipeline
+
+    s = load_kind(SCENARIOS / "ch9-kv-tiers.toml", "kv-tiers")
+    p = kv_tiers_plan(s.model_copy(update={"new_tokens": 350}))["prefetch"]
+    assert (p["layers_to_preload"], p["layers_to_preload_simulated"], p["layers_to_preload_used"]) == (5, 6, 6)
+    assert layer_pipeline(36, p["host_read_s"], p["compute_s"], 5).bound == "read"
+    assert p["pre_loaded"]["preloaded_layers"] == 6 and p["pre_loaded"]["bound"] == "compute"
+    assert p["pre_loaded"]["total_s"] == pytest.approx(p["compute_s"], rel=1e-9)
+    # the chapter's own example: 14 either way (§9.5.2)
+    assert tiers["prefetch"]["layers_to_preload_used"] == 14

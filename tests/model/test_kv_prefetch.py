@@ -81,3 +81,13 @@ def test_validation():
         layer_pipeline(36, T_HOST, T_NEW, 37)
     with pytest.raises(HarnessError, match="layers must be a positive integer"):
         read_then_compute(0, T_HOST, T_NEW)
+
+
+def test_layers_that_hide_the_read_falls_back_to_the_simulation():
+    from harness.model.kv_prefetch import layer_pipeline, layers_that_hide_the_read, min_preloaded_layers
+
+    # 36 layers, read 48.3 ms, compute 40 ms: ⌈36·8.3/48.3⌉ = 7 by the formula; the simulation needs 8
+    closed = layers_to_preload(25e9 * (48.3e-3 - 40e-3), 48.3e-3 * 25e9 / 36)
+    assert closed == 7 and layer_pipeline(36, 48.3e-3, 40e-3, closed).bound == "read"
+    assert layers_that_hide_the_read(36, 48.3e-3, 40e-3, closed) == min_preloaded_layers(36, 48.3e-3, 40e-3) == 8
+    assert layers_that_hide_the_read(36, T_HOST, T_NEW, 14) == 14  # Fig. 9-34: the formula already hides it

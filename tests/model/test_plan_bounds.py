@@ -2,6 +2,7 @@
 mode; a cluster too large to search is refused with a clear error instead of running out of memory."""
 
 import json
+import math
 import re
 import tracemalloc
 
@@ -83,3 +84,23 @@ def test_benchmark_plan_four_types_of_64_cards(benchmark, four_by_64):
     s = load_scenario(four_by_64)
     r = benchmark(lambda: render_summary(plan(s, include_grid=False)))
     assert "PD best" in r
+
+
+def test_an_arrival_rate_of_1e308_is_a_clear_error(tmp_path, capsys):
+    # issue 18: arrival_rate_per_s = 1e308 ended in an OverflowError in the scale-out
+    text = (SCENARIOS / "ch9-hetero-pd.toml").read_text().replace("arrival_rate_per_s = 3.5", "arrival_rate_per_s = 1e308")
+    path = tmp_path / "fast.toml"
+    path.write_text(text)
+    with pytest.raises(HarnessError, match=r"workload\.arrival_rate_per_s = 1e\+308 is above 1e\+09 requests/s"):
+        plan(load_scenario(path), include_grid=False)
+    assert main(["model", "plan", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: workload.arrival_rate_per_s") and "Traceback" not in err
+
+
+def test_scale_out_refuses_an_infinite_number_of_copies():
+    from harness.model.deployment import scale_out
+
+    with pytest.raises(HarnessError, match="arrival_rate_per_s = 1e\\+308 needs more than 1e308 copies"):
+        scale_out(1e-3, 1e308, None)
+    assert scale_out(4.55, 1e9, None).copies_to_sustain == math.floor(1e9 / 4.55) + 1

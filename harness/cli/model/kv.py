@@ -60,7 +60,9 @@ def render(r: dict[str, Any]) -> str:
     lines += [
         "",
         f"Layer-wise prefetch (§9.5.2): read-then-compute {_ms(p['read_then_compute']['total_s'])}, per-layer {_ms(p['per_layer']['total_s'])}, "
-        f"{p['layers_to_preload']} layers pre-loaded ({p['buffer_bytes'] / 1e6:.0f} MB buffer) {_ms(p['pre_loaded']['total_s'])}",
+        f"{p['layers_to_preload_used']} layers pre-loaded ({p['buffer_bytes'] / 1e6:.0f} MB buffer) {_ms(p['pre_loaded']['total_s'])}"
+        + ("" if p["layers_to_preload_used"] == p["layers_to_preload"] else
+           f" (the closed formula's {p['layers_to_preload']} leave the read exposed: the last layer's compute cannot overlap its own read)"),
     ]
     for t in p["tiers"]:
         lines.append(f"  {t['tier']:7s} read {_ms(t['read_s'])}, {_ms(t['read_per_layer_s'])}/layer, per-layer total {_ms(t['per_layer_total_s'])}, "
