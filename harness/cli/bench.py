@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from harness.cli._output import print_json
+
+# the chapter's scenario, found from any working directory
+DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "workloads" / "scenarios" / "ch9-hetero-pd.toml"
 
 
 def _opt_float(text: str) -> float | None:
@@ -26,7 +30,7 @@ def _opt_float(text: str) -> float | None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Empty strings for --target and the metrics URLs mean "not given" (Makefile variables may be empty)."""
     a = parser.add_argument
-    a("--scenario", default="workloads/scenarios/ch9-hetero-pd.toml", help="PD scenario TOML (default: the chapter's)")
+    a("--scenario", default=str(DEFAULT_SCENARIO), help="PD scenario TOML (default: the chapter's, workloads/scenarios/ch9-hetero-pd.toml)")
     a("--target", default=None, help="http(s) URL of an OpenAI-compatible server; default: start the embedded simulated target")
     a("--metrics-url", default=None, help="Prometheus /metrics of the target (default TARGET/metrics)")
     a("--prefill-metrics-url", default=None, help="/metrics of the prefill pool of a PD deployment")

@@ -6,7 +6,7 @@ from typing import Annotated, Collection
 
 from pydantic import Field, model_validator
 
-from harness.specs.models import MODELS
+from harness.specs.models import MODELS, resolve_model_ref
 from harness.specs.scenario import SCENARIO_SCHEMA_VERSION, _Strict
 
 PosInt = Annotated[int, Field(ge=1)]
@@ -24,7 +24,7 @@ def check_model(v: str) -> str:
     """A model catalog name or a path to a Hugging Face config.json."""
     if v not in MODELS and not v.endswith(".json"):
         raise ValueError(f"unknown model {v!r}; known: {', '.join(MODELS)}, or a path to a Hugging Face config.json")
-    return v
+    return resolve_model_ref(v)
 
 
 class VersionedScenario(_Strict):

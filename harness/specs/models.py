@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Literal
@@ -107,6 +110,29 @@ MODELS: dict[str, ModelSpec] = {
         ),
     ]
 }
+
+
+_MODEL_FILE_SUFFIXES = (".json", ".gguf")
+_MODEL_PATHS_BASE: ContextVar[Path | None] = ContextVar("model_paths_base", default=None)
+
+
+@contextmanager
+def model_paths_relative_to(base_dir: Path | None) -> Iterator[None]:
+    """While validating a scenario file, relative model file paths in it mean paths next to that file."""
+    token = _MODEL_PATHS_BASE.set(base_dir)
+    try:
+        yield
+    finally:
+        _MODEL_PATHS_BASE.reset(token)
+
+
+def resolve_model_ref(ref: str) -> str:
+    """A catalog name unchanged; a relative model file path (a Hugging Face config.json) made absolute
+    against the scenario file that names it (issue 18: it was resolved against the working directory)."""
+    base = _MODEL_PATHS_BASE.get()
+    if base is None or ref in MODELS or not ref.endswith(_MODEL_FILE_SUFFIXES) or Path(ref).is_absolute():
+        return ref
+    return str((base / ref).resolve())
 
 
 def get_model(name: str) -> ModelSpec:

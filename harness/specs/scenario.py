@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.errors import HarnessError
 from harness.specs.gpus import GPUS
 from harness.specs.links import DEFAULT_STARTUP_LATENCY_S, LINKS
-from harness.specs.models import MODELS
+from harness.specs.models import MODELS, model_paths_relative_to, resolve_model_ref
 from harness.units import DTYPE_BYTES
 from harness.validation_errors import error_lines
 
@@ -44,7 +44,7 @@ class WorkloadSpec(_Strict):
     def _model(cls, v: str) -> str:
         if v not in MODELS and not v.endswith(".json"):
             raise ValueError(f"unknown model {v!r}; known: {', '.join(MODELS)}, or a path to a Hugging Face config.json")
-        return v
+        return resolve_model_ref(v)
 
     @field_validator("weight_dtype", "kv_dtype")
     @classmethod
@@ -220,8 +220,10 @@ SCENARIO_KINDS: dict[str, str] = {
 
 def validate_model(cls: type[M], data: dict, source: str) -> M:
     """Validate `data` against a pydantic model; errors name the field, the value and the fix."""
+    base = Path(source).resolve().parent if Path(source).is_file() else None
     try:
-        return cls.model_validate(data)
+        with model_paths_relative_to(base):  # a config.json path in the file means next to the file
+            return cls.model_validate(data)
     except ValidationError as exc:
         raise HarnessError("\n".join([f"scenario {source} is invalid:", *error_lines(exc, "docs/scenarios.md")])) from None
 

@@ -66,3 +66,57 @@ def test_unknown_catalog_name_lists_known():
 def test_spec_validation_names_field():
     with pytest.raises(HarnessError, match="n_layers must be a positive integer"):
         dataclasses.replace(MODELS["qwen3-8b"], n_layers=0)
+
+
+def _scenario_with_model_file(tmp_path, ref: str) -> Path:
+    from tests.conftest import SCENARIOS
+
+    d = tmp_path / "scenarios"
+    d.mkdir()
+    (d / "models").mkdir()
+    (d / "models" / "qwen3.config.json").write_text((HF / "qwen3-8b.config.json").read_text())
+    p = d / "s.toml"
+    p.write_text((SCENARIOS / "ch9-hetero-pd.toml").read_text().replace('model = "qwen3-8b"', f'model = "{ref}"'))
+    return p
+
+
+def test_config_json_path_in_a_scenario_is_relative_to_the_scenario_file(tmp_path, monkeypatch):
+    # issue 18: it was resolved against the working directory
+    from harness.model.plan import plan
+    from harness.specs.scenario import load_scenario
+
+    p = _scenario_with_model_file(tmp_path, "models/qwen3.config.json")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    s = load_scenario(p)
+    assert Path(s.workload.model) == (p.parent / "models" / "qwen3.config.json").resolve()
+    got = plan(s, include_grid=False)
+    assert got.kv.bytes_per_token == 144 * 1024  # Qwen3-8B: 2·36·8·128·2 bytes
+    assert got.pd.best.requests_per_s == pytest.approx(4.55, abs=0.005)
+
+
+def test_config_json_path_in_a_kv_scenario_is_relative_too(tmp_path, monkeypatch):
+    from harness.specs.scenario_kv import load_kind
+    from tests.conftest import SCENARIOS
+
+    d = tmp_path / "kv"
+    d.mkdir()
+    (d / "q.config.json").write_text((HF / "qwen3-8b.config.json").read_text())
+    text = (SCENARIOS / "ch9-kv-tiers.toml").read_text().replace('model = "qwen3-8b"', 'model = "q.config.json"', 1)
+    (d / "kv.toml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    s = load_kind(str(d / "kv.toml"), "kv-tiers")
+    assert Path(s.compute.model) == (d / "q.config.json").resolve()
+
+
+def test_bench_pd_default_scenario_works_from_any_directory(tmp_path, monkeypatch):
+    import argparse
+
+    from harness.cli.bench import add_arguments
+    from harness.specs.scenario import load_scenario
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    monkeypatch.chdir(tmp_path)
+    assert load_scenario(parser.parse_args([]).scenario).name == "ch9-hetero-pd"
