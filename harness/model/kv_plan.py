@@ -11,6 +11,18 @@ from harness.model import kv_eviction, kv_pages, kv_prefetch, kv_reuse, kv_tiers
 from harness.model.forward import param_counts
 from harness.model.handoff import handoff_comparison
 from harness.model.kv import kv_byte_seconds, kv_bytes, kv_bytes_per_token
+from harness.model.kv_plan_records import (
+    ComputeFigures,
+    LifecyclePlan,
+    MigrationOverLink,
+    MigrationPlan,
+    PlanHead,
+    ReconfigurationPath,
+    ReconfigurationPlan,
+    RecoveryCase,
+    RecoveryPlans,
+)
+from harness.model.record import as_json
 from harness.model.stages import Efficiency, Workload, stage_rates
 from harness.specs.gpus import GpuSpec, get_gpu
 from harness.specs.links import get_link
@@ -47,17 +59,20 @@ class _Compute:
     def weight_bytes(self) -> float:
         return param_counts(self.model).total * self.weight_bytes_per_param
 
+    def figures(self) -> ComputeFigures:
+        return ComputeFigures(self.model.name, self.gpu.name, self.eff, self.weight_bytes,
+                              kv_bytes_per_token(self.model, self.kv_bytes_per_elem))
+
     def to_dict(self) -> dict:
-        return {
-            "model": self.model.name, "gpu": self.gpu.name,
-            "efficiency": {"compute": self.eff.compute, "bandwidth": self.eff.bandwidth, "source": self.eff.source},
-            "weight_bytes": self.weight_bytes,
-            "kv_bytes_per_token": kv_bytes_per_token(self.model, self.kv_bytes_per_elem),
-        }
+        return as_json(self.figures())
+
+
+def _plan_head(s: Any) -> PlanHead:
+    return PlanHead(s.name, s.kind, s.source, s.description)
 
 
 def _head(s: Any) -> dict:
-    return {"scenario": s.name, "kind": s.kind, "source": s.source, "description": s.description}
+    return as_json(_plan_head(s))
 
 
 def kv_tiers_plan(s: KvTiersScenario) -> dict[str, Any]:
@@ -264,12 +279,12 @@ def routing_plan(s: CacheRoutingScenario) -> dict[str, Any]:
     return out
 
 
-def lifecycle_plan(s: LifecycleScenario) -> dict[str, Any]:
+def lifecycle_plan(s: LifecycleScenario) -> LifecyclePlan:
     """Graph-capture break-even, migration catch-up, reconfiguration and recovery (§9.6)."""
-    out: dict[str, Any] = _head(s)
+    graph = migration = reconfiguration = recovery = None
     if s.graph_capture:
         g = s.graph_capture
-        out["graph_capture"] = lifecycle.graph_capture_break_even(g.extra_startup_s, g.saving_per_step_s, g.batch).to_dict()
+        graph = lifecycle.graph_capture_break_even(g.extra_startup_s, g.saving_per_step_s, g.batch)
     if s.migration:
         m = s.migration
         c = _Compute.of(m.compute)
@@ -277,34 +292,34 @@ def lifecycle_plan(s: LifecycleScenario) -> dict[str, Any]:
         rates = stage_rates(c.gpu, c.model, w, c.eff)
         state = rates.decode_step.kv_read_bytes  # batch × mean context × KV/token
         growth = lifecycle.decode_growth_bytes_per_s(rates.decode_calls_per_s, kv_bytes_per_token(c.model, c.kv_bytes_per_elem))
-        out["migration"] = {
-            "compute": c.to_dict(),
-            "decode_batch": m.decode_batch,
-            "mean_context_tokens": w.mean_context_tokens,
-            "decode_calls_per_s": rates.decode_calls_per_s,
-            "state_bytes": state,
-            "growth_bytes_per_s": growth,
-            "links": [lifecycle.migration_catch_up(state, growth, get_link(n).bandwidth_bytes_per_s).to_dict() | {"link": n} for n in m.links],
-        }
+        migration = MigrationPlan(
+            compute=c.figures(),
+            decode_batch=m.decode_batch,
+            mean_context_tokens=w.mean_context_tokens,
+            decode_calls_per_s=rates.decode_calls_per_s,
+            state_bytes=state,
+            growth_bytes_per_s=growth,
+            links=tuple(MigrationOverLink(lifecycle.migration_catch_up(state, growth, get_link(n).bandwidth_bytes_per_s), n)
+                        for n in m.links),
+        )
     if s.reconfiguration:
         rc = s.reconfiguration
         weights = param_counts(get_model(rc.model)).total * DTYPE_BYTES[rc.weight_dtype]
         rows = [lifecycle.reconfiguration_time(p.name, p.payload_bytes if p.payload_bytes is not None else weights,
                                                get_link(p.link).bandwidth_bytes_per_s, rc.serial_prep_s) for p in rc.paths]
         first = rows[0].total_s
-        out["reconfiguration"] = {
-            "model": rc.model,
-            "weight_bytes": weights,
-            "serial_prep_s": rc.serial_prep_s,
-            "paths": [r.to_dict() | {"link": p.link, "reduction_vs_first": 1 - r.total_s / first if first else 0.0}
-                      for r, p in zip(rows, rc.paths)],
-        }
+        reconfiguration = ReconfigurationPlan(
+            model=rc.model,
+            weight_bytes=weights,
+            serial_prep_s=rc.serial_prep_s,
+            paths=tuple(ReconfigurationPath(r, p.link, 1 - r.total_s / first if first else 0.0) for r, p in zip(rows, rc.paths)),
+        )
     if s.recovery:
         rv = s.recovery
         c = _Compute.of(rv.compute)
-        plans = []
+        cases = []
         for ck in rv.kv_checkpoint_tokens:
             p = lifecycle.recovery_plan(rv.input_tokens, rv.delivered_output_tokens, rv.logged_output_tokens, ck)
-            plans.append(p.to_dict() | {"replay_s": c.prefill_s(p.replay_tokens, ck) if p.replay_tokens else 0.0})
-        out["recovery"] = {"compute": c.to_dict(), "plans": plans}
-    return out
+            cases.append(RecoveryCase(p, c.prefill_s(p.replay_tokens, ck) if p.replay_tokens else 0.0))
+        recovery = RecoveryPlans(c.figures(), tuple(cases))
+    return LifecyclePlan(_plan_head(s), graph, migration, reconfiguration, recovery)

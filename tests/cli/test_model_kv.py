@@ -10,6 +10,7 @@ import pytest
 
 from harness.cli import main
 from harness.model.kv_plan import kv_tiers_plan, lifecycle_plan, routing_plan
+from harness.model.record import as_json
 from harness.specs.scenario_kv import load_kind
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +38,7 @@ def _leaf_keys(x, out=None):
 def test_json_is_the_whole_plan(capsys, sub, file, kind, fn):
     assert main(["model", sub, str(SCENARIOS / file), "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    want = json.loads(json.dumps(fn(load_kind(SCENARIOS / file, kind)), default=str).replace("Infinity", "null"))
+    want = json.loads(json.dumps(as_json(fn(load_kind(SCENARIOS / file, kind)))))
     assert got == want
 
 

@@ -23,7 +23,7 @@ def route():
 
 @pytest.fixture(scope="module")
 def life():
-    return lifecycle_plan(load_kind(SCENARIOS / "ch9-lifecycle.toml", "lifecycle"))
+    return lifecycle_plan(load_kind(SCENARIOS / "ch9-lifecycle.toml", "lifecycle")).to_dict()  # as --json prints it
 
 
 def test_kv_tiers_scenario(tiers):
@@ -121,3 +121,14 @@ def test_prefetch_uses_the_layer_count_that_hides_the_read(tiers):
     assert p["pre_loaded"]["total_s"] == pytest.approx(p["compute_s"], rel=1e-9)
     # the chapter's own example: 14 either way (§9.5.2)
     assert tiers["prefetch"]["layers_to_preload_used"] == 14
+
+
+def test_lifecycle_plan_is_a_typed_record():
+    from harness.model.kv_plan_records import LifecyclePlan
+
+    p = lifecycle_plan(load_kind(SCENARIOS / "ch9-lifecycle.toml", "lifecycle"))
+    assert isinstance(p, LifecyclePlan)
+    assert p.graph_capture.first_net_positive_step == 50_001  # §9.6.1
+    assert p.migration.links[0].catch_up.catch_up_s == pytest.approx(1.65, abs=0.01)  # §9.6.2, Fig. 9-43: 1.65 s over 25 GB/s
+    assert p.recovery.plans[0].plan.replay_tokens == 1024  # §9.6.3
+    assert p.to_dict()["migration"]["links"][0]["link"] == p.migration.links[0].link

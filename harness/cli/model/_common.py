@@ -6,6 +6,7 @@ import argparse
 from typing import Any, Callable
 
 from harness.cli._output import print_json
+from harness.model.record import as_json
 
 
 def add_scenario_arguments(parser: argparse.ArgumentParser, scenario_help: str, fields_doc: str) -> None:
@@ -20,10 +21,10 @@ def section_overrides(args: argparse.Namespace, section: str, fields: dict[str, 
     return {section: given} if given else None
 
 
-def print_result(args: argparse.Namespace, result: dict[str, Any], render: Callable[[dict[str, Any]], str]) -> int:
-    """Print `result` as JSON with --json, else its text summary; the exit status."""
+def print_result(args: argparse.Namespace, result: Any, render: Callable[[Any], str]) -> int:
+    """Print `result` (a model record, or a plain dict) as JSON with --json, else its text summary; the exit status."""
     if args.json:
-        print_json(result)
+        print_json(as_json(result))
     else:
         print(render(result))
     return 0
