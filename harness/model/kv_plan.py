@@ -12,7 +12,19 @@ from harness.model.forward import param_counts
 from harness.model.handoff import handoff_comparison
 from harness.model.kv import kv_byte_seconds, kv_bytes, kv_bytes_per_token
 from harness.model.kv_plan_records import (
+    BlocksFigures,
     ComputeFigures,
+    EvictionFigures,
+    KvTiersPlan,
+    PagesFigures,
+    PrefetchAtNewTokens,
+    PrefetchFigures,
+    PrefetchTier,
+    ReuseFigures,
+    SlowLink,
+    SsdKeep,
+    StateFigures,
+    TierFigures,
     LifecyclePlan,
     MigrationOverLink,
     MigrationPlan,
@@ -75,7 +87,7 @@ def _head(s: Any) -> dict:
     return as_json(_plan_head(s))
 
 
-def kv_tiers_plan(s: KvTiersScenario) -> dict[str, Any]:
+def kv_tiers_plan(s: KvTiersScenario) -> KvTiersPlan:
     """Tiers, retention, keep/fetch/recompute, prefetch, SSD budget, pages, eviction and hand-off (§9.5.2–9.5.3, §9.7.1)."""
     c = _Compute.of(s.compute)
     server = get_server(s.server)
@@ -87,22 +99,10 @@ def kv_tiers_plan(s: KvTiersScenario) -> dict[str, Any]:
     by_name = {t.name: t for t in tiers}
     fetches = kv_tiers.tier_fetches(tiers, V, recompute_s, r)
     fetch_s = {f.tier: f.fetch_s for f in fetches}
-    out: dict[str, Any] = _head(s) | {
-        "compute": c.to_dict(),
-        "server": server.name,
-        "prefix_tokens": s.prefix_tokens,
-        "new_tokens": s.new_tokens,
-        "state_bytes": V,
-        "recompute_s": recompute_s,
-        "kv_production_bytes_per_s": r,
-        "tiers": [f.to_dict() | {k: v for k, v in t.to_dict().items() if k not in ("name", "capacity_bytes")} for t, f in zip(tiers, fetches)],
-        "reuse_intervals": [kv_tiers.interval_capacity(tiers, r, T).to_dict() for T in s.retention.reuse_intervals_s],
-    }
+    blocks = None
     if s.blocks:
-        out["blocks"] = {
-            "count": s.blocks.count, "tokens_per_block": s.blocks.tokens_per_block,
-            "bytes": kv_tiers.blocks_bytes(s.blocks.count, s.blocks.tokens_per_block, kv_bytes_per_token(c.model, c.kv_bytes_per_elem)),
-        }
+        blocks = BlocksFigures(s.blocks.count, s.blocks.tokens_per_block, kv_tiers.blocks_bytes(
+            s.blocks.count, s.blocks.tokens_per_block, kv_bytes_per_token(c.model, c.kv_bytes_per_elem)))
 
     # keep / fetch / recompute (§9.5.2)
     link = get_link(s.reuse.link)
@@ -111,31 +111,30 @@ def kv_tiers_plan(s: KvTiersScenario) -> dict[str, Any]:
     slow = []
     for name in s.reuse.slow_links:
         b = get_link(name).bandwidth_bytes_per_s
-        slow.append({"link": name, "bandwidth_bytes_per_s": b, "fetch_s": V / b,
-                     "decision": kv_reuse.keep_or_recompute(V / b, V / b, recompute_s).to_dict()})
+        slow.append(SlowLink(name, b, V / b, kv_reuse.keep_or_recompute(V / b, V / b, recompute_s)))
     ssd_w, ssd_r = V / ssd.seq_write_bytes_per_s, V / ssd.seq_read_bytes_per_s
     states = []
     for m in [c.model.name, *s.compare_models]:
         mm = get_model(m)
         v = kv_bytes(mm, s.prefix_tokens, c.kv_bytes_per_elem)
         reads = s.reuse.remote_reads * v
-        states.append({
-            "model": mm.name, "attention": mm.attention, "state_bytes": v, "fetch_s": v / B, "write_plus_read_s": 2 * v / B,
-            "remote_reads_link_busy_s": reads / B, "remote_reads_bandwidth_bytes_per_s": reads / s.reuse.deadline_s,
-            "remote_reads_oversubscription": reads / s.reuse.deadline_s / B,
-            "resident_byte_seconds": kv_byte_seconds(v, s.reuse.resident_s),
-        })
-    out["reuse"] = {
-        "link": link.name,
-        "link_bandwidth_bytes_per_s": B,
-        "decision": kv_reuse.keep_or_recompute(t_link, t_link, recompute_s).to_dict(),
-        "critical_bandwidth_bytes_per_s": kv_reuse.critical_bandwidth_bytes_per_s(V, recompute_s),
-        "critical_bandwidth_by_uses": kv_reuse.reuse_band(V, recompute_s, s.reuse.max_uses),
-        "slow_links": slow,
-        "ssd": {"write_s": ssd_w, "read_s": ssd_r, "decision": kv_reuse.keep_or_recompute(ssd_w, ssd_r, recompute_s).to_dict()},
-        "usage_modes": [u.to_dict() for u in kv_reuse.usage_modes(V, s.reuse.remote_reads, B, recompute_s, s.reuse.deadline_s, s.reuse.resident_s)],
-        "states": states,
-    }
+        states.append(StateFigures(
+            model=mm.name, attention=mm.attention, state_bytes=v, fetch_s=v / B, write_plus_read_s=2 * v / B,
+            remote_reads_link_busy_s=reads / B, remote_reads_bandwidth_bytes_per_s=reads / s.reuse.deadline_s,
+            remote_reads_oversubscription=reads / s.reuse.deadline_s / B,
+            resident_byte_seconds=kv_byte_seconds(v, s.reuse.resident_s),
+        ))
+    reuse = ReuseFigures(
+        link=link.name,
+        link_bandwidth_bytes_per_s=B,
+        decision=kv_reuse.keep_or_recompute(t_link, t_link, recompute_s),
+        critical_bandwidth_bytes_per_s=kv_reuse.critical_bandwidth_bytes_per_s(V, recompute_s),
+        critical_bandwidth_by_uses=tuple(kv_reuse.reuse_band(V, recompute_s, s.reuse.max_uses)),
+        slow_links=tuple(slow),
+        ssd=SsdKeep(ssd_w, ssd_r, kv_reuse.keep_or_recompute(ssd_w, ssd_r, recompute_s)),
+        usage_modes=tuple(kv_reuse.usage_modes(V, s.reuse.remote_reads, B, recompute_s, s.reuse.deadline_s, s.reuse.resident_s)),
+        states=tuple(states),
+    )
 
     # layer-wise prefetch (§9.5.2, Fig. 9-32 – 9-34)
     host_B = by_name["host"].fetch_hops[0].bandwidth_bytes_per_s
@@ -154,66 +153,78 @@ def kv_tiers_plan(s: KvTiersScenario) -> dict[str, Any]:
     per_tier = []
     for name in ("host", "remote", "ssd"):
         t = fetch_s[name]
-        per_tier.append({
-            "tier": name, "read_s": t, "read_per_layer_s": t / n_layers,
-            "per_layer_total_s": kv_prefetch.layer_pipeline(n_layers, t, t_new).total_s,
-            "hiding_new_tokens": kv_prefetch.hiding_new_tokens(t, new_s, s.prefetch.max_hiding_tokens),
-            "queue_wait_to_stage_in_host_s": 0.0 if name == "host" else t,
-        })
+        per_tier.append(PrefetchTier(
+            tier=name, read_s=t, read_per_layer_s=t / n_layers,
+            per_layer_total_s=kv_prefetch.layer_pipeline(n_layers, t, t_new).total_s,
+            hiding_new_tokens=kv_prefetch.hiding_new_tokens(t, new_s, s.prefetch.max_hiding_tokens),
+            queue_wait_to_stage_in_host_s=0.0 if name == "host" else t,
+        ))
     extra = []
     for n in s.prefetch.new_tokens:
         tn = new_s(n)
         b = kv_prefetch.prefetch_buffer_bytes(host_B, t_host, tn)
         closed = kv_prefetch.layers_to_preload(b, layer_bytes)
-        extra.append({"new_tokens": n, "compute_s": tn, "per_layer_total_s": kv_prefetch.layer_pipeline(n_layers, t_host, tn).total_s,
-                      "buffer_bytes": b, "layers_to_preload": closed,
-                      "layers_to_preload_used": kv_prefetch.layers_that_hide_the_read(n_layers, t_host, tn, closed)})
-    out["prefetch"] = {
-        "layer_bytes": layer_bytes,
-        "compute_s": t_new,
-        "compute_per_layer_s": t_new / n_layers,
-        "host_read_s": t_host,
-        "read_then_compute": kv_prefetch.read_then_compute(n_layers, t_host, t_new).to_dict(),
-        "per_layer": kv_prefetch.layer_pipeline(n_layers, t_host, t_new).to_dict(),
-        "buffer_bytes": buf,
-        "layers_to_preload": p_closed,
-        "layers_to_preload_simulated": p_sim,
-        "layers_to_preload_used": p_used,
-        "pre_loaded": kv_prefetch.layer_pipeline(n_layers, t_host, t_new, p_used).to_dict(),
-        "tiers": per_tier,
-        "new_tokens": extra,
-        "host_prefixes_to_stage": kv_tiers.prefixes_that_fit(by_name["host"].capacity_bytes, V),
-    }
-    out["ssd_budget"] = [kv_tiers.ssd_write_budget(ssd, r, h, host_B).to_dict() for h in s.ssd_budget.prefix_hit_rates]
+        extra.append(PrefetchAtNewTokens(n, tn, kv_prefetch.layer_pipeline(n_layers, t_host, tn).total_s, b, closed,
+                                         kv_prefetch.layers_that_hide_the_read(n_layers, t_host, tn, closed)))
+    prefetch = PrefetchFigures(
+        layer_bytes=layer_bytes,
+        compute_s=t_new,
+        compute_per_layer_s=t_new / n_layers,
+        host_read_s=t_host,
+        read_then_compute=kv_prefetch.read_then_compute(n_layers, t_host, t_new),
+        per_layer=kv_prefetch.layer_pipeline(n_layers, t_host, t_new),
+        buffer_bytes=buf,
+        layers_to_preload=p_closed,
+        layers_to_preload_simulated=p_sim,
+        layers_to_preload_used=p_used,
+        pre_loaded=kv_prefetch.layer_pipeline(n_layers, t_host, t_new, p_used),
+        tiers=tuple(per_tier),
+        new_tokens=tuple(extra),
+        host_prefixes_to_stage=kv_tiers.prefixes_that_fit(by_name["host"].capacity_bytes, V),
+    )
 
     # pages (§9.5.3)
     pg = s.pages
     layout = kv_pages.page_layout(c.model, pg.tokens_per_page, c.kv_bytes_per_elem)
-    reuse = kv_pages.reusable_prefix(pg.prompt_tokens, pg.tokens_per_page, layout.page_bytes,
-                                     kv_pages.contiguous_pages(pg.pages_read, pg.missing_page_index))
-    out["pages"] = {
-        "layout": layout.to_dict(),
-        "reuse": reuse.to_dict(),
-        "missing_page": kv_pages.missing_page_decision(pg.waited_s, recompute_s, pg.expected_remaining_wait_s).to_dict(),
-    }
+    pages = PagesFigures(
+        layout=layout,
+        reuse=kv_pages.reusable_prefix(pg.prompt_tokens, pg.tokens_per_page, layout.page_bytes,
+                                       kv_pages.contiguous_pages(pg.pages_read, pg.missing_page_index)),
+        missing_page=kv_pages.missing_page_decision(pg.waited_s, recompute_s, pg.expected_remaining_wait_s),
+    )
 
+    eviction = None
     if s.eviction:
         e = s.eviction
         trace = e.trace or kv_eviction.multi_turn_trace(e.sessions, e.turns_per_session, e.active_sessions, e.seed)
         res = kv_eviction.compare_policies(trace, e.host_slots, e.ssd_slots, -1 if e.lookahead is None else e.lookahead)
-        out["eviction"] = {
-            "trace": "explicit" if e.trace else "generated",
-            "requests": len(trace),
-            "sessions": len(set(trace)),
-            "policies": {p: r_.to_dict() for p, r_ in res.items()},
-        }
+        eviction = EvictionFigures("explicit" if e.trace else "generated", len(trace), len(set(trace)), res)
+    handoff = None
     if s.handoff:
         h = s.handoff
-        out["handoff"] = handoff_comparison(
+        handoff = handoff_comparison(
             V, get_link(h.direct_link).bandwidth_bytes_per_s, get_link(h.pool_write_link).bandwidth_bytes_per_s,
             get_link(h.pool_read_link).bandwidth_bytes_per_s, recompute_s, h.later_reuses,
-        ).to_dict()
-    return out
+        )
+    return KvTiersPlan(
+        head=_plan_head(s),
+        compute=c.figures(),
+        server=server.name,
+        prefix_tokens=s.prefix_tokens,
+        new_tokens=s.new_tokens,
+        state_bytes=V,
+        recompute_s=recompute_s,
+        kv_production_bytes_per_s=r,
+        tiers=tuple(TierFigures(f, t.fetch_hops, t.write_bandwidth_bytes_per_s, t.source) for t, f in zip(tiers, fetches)),
+        reuse_intervals=tuple(kv_tiers.interval_capacity(tiers, r, T) for T in s.retention.reuse_intervals_s),
+        blocks=blocks,
+        reuse=reuse,
+        prefetch=prefetch,
+        ssd_budget=tuple(kv_tiers.ssd_write_budget(ssd, r, h, host_B) for h in s.ssd_budget.prefix_hit_rates),
+        pages=pages,
+        eviction=eviction,
+        handoff=handoff,
+    )
 
 
 def routing_plan(s: CacheRoutingScenario) -> dict[str, Any]:

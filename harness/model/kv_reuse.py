@@ -110,10 +110,15 @@ def usage_modes(state_bytes: float, uses: int, link_bytes_per_s: float, recomput
     ]
 
 
-def reuse_band(state_bytes: float, recompute_s: float, max_uses: int) -> list[dict]:
+@dataclass(frozen=True, slots=True)
+class CriticalBandwidth:
+    uses: int
+    critical_bandwidth_bytes_per_s: float
+
+
+def reuse_band(state_bytes: float, recompute_s: float, max_uses: int) -> list[CriticalBandwidth]:
     """Critical bandwidth for k = 1..max_uses (the 1.41–2.82 GB/s band of §9.5.2: between them k ≥ 2 is needed)."""
     positive_int(_OWNER, "max_uses", max_uses)
     if max_uses > 10_000:
         raise HarnessError(f"{_OWNER}: max_uses must be at most 10000, got {max_uses!r}.")
-    return [{"uses": k, "critical_bandwidth_bytes_per_s": critical_bandwidth_bytes_per_s(state_bytes, recompute_s, k)}
-            for k in range(1, max_uses + 1)]
+    return [CriticalBandwidth(k, critical_bandwidth_bytes_per_s(state_bytes, recompute_s, k)) for k in range(1, max_uses + 1)]

@@ -13,7 +13,7 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "workloads" / "scenarios"
 
 @pytest.fixture(scope="module")
 def tiers():
-    return kv_tiers_plan(load_kind(SCENARIOS / "ch9-kv-tiers.toml", "kv-tiers"))
+    return kv_tiers_plan(load_kind(SCENARIOS / "ch9-kv-tiers.toml", "kv-tiers")).to_dict()  # as --json prints it
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def test_prefetch_uses_the_layer_count_that_hides_the_read(tiers):
     from harness.model.kv_prefetch import layer_pipeline
 
     s = load_kind(SCENARIOS / "ch9-kv-tiers.toml", "kv-tiers")
-    p = kv_tiers_plan(s.model_copy(update={"new_tokens": 350}))["prefetch"]
+    p = kv_tiers_plan(s.model_copy(update={"new_tokens": 350})).to_dict()["prefetch"]
     assert (p["layers_to_preload"], p["layers_to_preload_simulated"], p["layers_to_preload_used"]) == (5, 6, 6)
     assert layer_pipeline(36, p["host_read_s"], p["compute_s"], 5).bound == "read"
     assert p["pre_loaded"]["preloaded_layers"] == 6 and p["pre_loaded"]["bound"] == "compute"
@@ -132,3 +132,11 @@ def test_lifecycle_plan_is_a_typed_record():
     assert p.migration.links[0].catch_up.catch_up_s == pytest.approx(1.65, abs=0.01)  # §9.6.2, Fig. 9-43: 1.65 s over 25 GB/s
     assert p.recovery.plans[0].plan.replay_tokens == 1024  # §9.6.3
     assert p.to_dict()["migration"]["links"][0]["link"] == p.migration.links[0].link
+
+
+def test_kv_tiers_plan_is_a_typed_record():
+    p = kv_tiers_plan(load_kind(SCENARIOS / "ch9-kv-tiers.toml", "kv-tiers"))
+    assert p.prefetch.pre_loaded.total_s == pytest.approx(30.9e-3, abs=0.1e-3)  # Fig. 9-34
+    assert p.reuse.critical_bandwidth_by_uses[0].critical_bandwidth_bytes_per_s == pytest.approx(2.82e9, rel=2e-3)
+    host = next(t for t in p.tiers if t.fetch.tier == "host")
+    assert host.fetch.fetch_s == pytest.approx(48.3e-3, abs=0.1e-3)  # §9.5.2: 1.125 GiB over 25 GB/s

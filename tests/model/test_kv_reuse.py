@@ -36,8 +36,8 @@ def test_critical_bandwidth_band():
     assert min_uses_to_keep(V / 1.45e9, V / 1.45e9, RECOMPUTE_S) > 10
     assert min_uses_to_keep(V / 1.3e9, V / 1.3e9, RECOMPUTE_S) is None
     band = reuse_band(V, RECOMPUTE_S, 4)
-    assert [x["uses"] for x in band] == [1, 2, 3, 4]
-    assert band[0]["critical_bandwidth_bytes_per_s"] > band[-1]["critical_bandwidth_bytes_per_s"]
+    assert [x.uses for x in band] == [1, 2, 3, 4]
+    assert band[0].critical_bandwidth_bytes_per_s > band[-1].critical_bandwidth_bytes_per_s
 
 
 def test_slow_links_and_ssd():
