@@ -1,5 +1,6 @@
 """Run the §9.5–9.6 and §9.7.1 calculators on a scenario of kind "kv-tiers", "cache-routing" or
-"lifecycle"; each function returns the plain dict that `--json` prints (fields in docs/model-kv.md)."""
+"lifecycle"; each returns a frozen record tree (kv_plan_records.py) whose as_json is what `--json`
+prints (fields in docs/model-kv.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,12 @@ from harness.model.handoff import handoff_comparison
 from harness.model.kv import kv_byte_seconds, kv_bytes, kv_bytes_per_token
 from harness.model.kv_plan_records import (
     BlocksFigures,
+    InvalidationFigures,
+    LinkLoadFigures,
+    RoutingPlan,
+    SerialExample,
+    StateRestoreFigures,
+    TieBandwidths,
     ComputeFigures,
     EvictionFigures,
     KvTiersPlan,
@@ -34,7 +41,6 @@ from harness.model.kv_plan_records import (
     RecoveryCase,
     RecoveryPlans,
 )
-from harness.model.record import as_json
 from harness.model.stages import Efficiency, Workload, stage_rates
 from harness.specs.gpus import GpuSpec, get_gpu
 from harness.specs.links import get_link
@@ -75,16 +81,9 @@ class _Compute:
         return ComputeFigures(self.model.name, self.gpu.name, self.eff, self.weight_bytes,
                               kv_bytes_per_token(self.model, self.kv_bytes_per_elem))
 
-    def to_dict(self) -> dict:
-        return as_json(self.figures())
-
 
 def _plan_head(s: Any) -> PlanHead:
     return PlanHead(s.name, s.kind, s.source, s.description)
-
-
-def _head(s: Any) -> dict:
-    return as_json(_plan_head(s))
 
 
 def kv_tiers_plan(s: KvTiersScenario) -> KvTiersPlan:
@@ -227,7 +226,7 @@ def kv_tiers_plan(s: KvTiersScenario) -> KvTiersPlan:
     )
 
 
-def routing_plan(s: CacheRoutingScenario) -> dict[str, Any]:
+def routing_plan(s: CacheRoutingScenario) -> RoutingPlan:
     """Example 9.7: the paths, tie bandwidths, uncertain hits, fetch link load and the affinity threshold (§9.5.4)."""
     c = _Compute.of(s.compute)
     V = c.kv_bytes(s.prefix_tokens)
@@ -243,51 +242,55 @@ def routing_plan(s: CacheRoutingScenario) -> dict[str, Any]:
         ready = kv_tiers.serial_fetch_time_s(V, [get_link(name).bandwidth_bytes_per_s, host.bandwidth_bytes_per_s], s.fetch.lookup_s)
         paths.append(cr.route_path(f"fetch-{name}", "free", s.free_queue_s, ready, c_hit))
     best = min(paths, key=lambda p: p.t_first_s)
-    out: dict[str, Any] = _head(s) | {
-        "compute": c.to_dict(),
-        "prefix_tokens": s.prefix_tokens,
-        "new_tokens": s.new_tokens,
-        "state_bytes": V,
-        "hit_compute_s": c_hit,
-        "full_compute_s": c_full,
-        "fetch_fixed_s": fixed,
-        "paths": [p.to_dict() for p in paths],
-        "best_path": best.name,
-        "tie_bandwidth_bytes_per_s": {
-            "vs_local_hit": cr.fetch_tie_bandwidth_bytes_per_s(paths[0].t_first_s, s.free_queue_s, c_hit, V, fixed),
-            "vs_recompute": cr.fetch_tie_bandwidth_bytes_per_s(paths[1].t_first_s, s.free_queue_s, c_hit, V, fixed),
-        },
-    }
+    serial = invalidation = link_load = restore = None
     if s.serial_example:
         e = s.serial_example
-        out["serial_example"] = {
-            "overlap_t_first_s": cr.t_first_s(e.queue_s, e.fetch_s, e.compute_s, True),
-            "serial_t_first_s": cr.t_first_s(e.queue_s, e.fetch_s, e.compute_s, False),
-        }
+        serial = SerialExample(cr.t_first_s(e.queue_s, e.fetch_s, e.compute_s, True), cr.t_first_s(e.queue_s, e.fetch_s, e.compute_s, False))
     if s.invalidation:
         inv = s.invalidation
         hit_s = cr.t_first_s(inv.holder_queue_s, 0.0, c_hit)
         miss_s = cr.t_first_s(inv.holder_queue_s, 0.0, c_full)
         alt = paths[1].t_first_s
-        out["invalidation"] = {
-            "hit_s": hit_s, "miss_s": miss_s, "alternative_s": alt,
-            "min_hit_probability_for_mean": cr.min_hit_probability_for_mean(hit_s, miss_s, alt),
-            "target_s": inv.target_s,
-            "min_hit_probability_for_quantile": None if inv.target_s is None else cr.min_hit_probability_for_quantile(hit_s, miss_s, inv.target_s, inv.quantile),
-            "by_probability": [cr.two_point_ttft(hit_s, miss_s, p, inv.quantile).to_dict() for p in inv.hit_probabilities],
-        }
+        invalidation = InvalidationFigures(
+            hit_s=hit_s, miss_s=miss_s, alternative_s=alt,
+            min_hit_probability_for_mean=cr.min_hit_probability_for_mean(hit_s, miss_s, alt),
+            target_s=inv.target_s,
+            min_hit_probability_for_quantile=(
+                None if inv.target_s is None else cr.min_hit_probability_for_quantile(hit_s, miss_s, inv.target_s, inv.quantile)),
+            by_probability=tuple(cr.two_point_ttft(hit_s, miss_s, p, inv.quantile) for p in inv.hit_probabilities),
+        )
     if s.link_load:
-        out["link_load"] = cr.fetch_link_load(s.link_load.fetches_per_s, V, get_link(s.link_load.link).bandwidth_bytes_per_s).to_dict() | {"link": s.link_load.link}
+        link_load = LinkLoadFigures(
+            cr.fetch_link_load(s.link_load.fetches_per_s, V, get_link(s.link_load.link).bandwidth_bytes_per_s), s.link_load.link)
     if s.state_restore:
         st = s.state_restore
         steps = list(st.prep_steps_s.values())
-        out["state_restore"] = {
-            "prep_steps_s": dict(st.prep_steps_s),
-            "threshold_s": cr.affinity_threshold_s(steps, st.free_instance_queue_s),
-            "choices": [cr.affinity_choice(w, steps, st.free_instance_queue_s).to_dict() for w in st.holder_waits_s],
-            "source": st.source,
-        }
-    return out
+        restore = StateRestoreFigures(
+            prep_steps_s=dict(st.prep_steps_s),
+            threshold_s=cr.affinity_threshold_s(steps, st.free_instance_queue_s),
+            choices=tuple(cr.affinity_choice(w, steps, st.free_instance_queue_s) for w in st.holder_waits_s),
+            source=st.source,
+        )
+    return RoutingPlan(
+        head=_plan_head(s),
+        compute=c.figures(),
+        prefix_tokens=s.prefix_tokens,
+        new_tokens=s.new_tokens,
+        state_bytes=V,
+        hit_compute_s=c_hit,
+        full_compute_s=c_full,
+        fetch_fixed_s=fixed,
+        paths=tuple(paths),
+        best_path=best.name,
+        tie_bandwidth_bytes_per_s=TieBandwidths(
+            cr.fetch_tie_bandwidth_bytes_per_s(paths[0].t_first_s, s.free_queue_s, c_hit, V, fixed),
+            cr.fetch_tie_bandwidth_bytes_per_s(paths[1].t_first_s, s.free_queue_s, c_hit, V, fixed),
+        ),
+        serial_example=serial,
+        invalidation=invalidation,
+        link_load=link_load,
+        state_restore=restore,
+    )
 
 
 def lifecycle_plan(s: LifecycleScenario) -> LifecyclePlan:

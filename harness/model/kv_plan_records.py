@@ -11,6 +11,7 @@ from typing import Any
 
 from collections.abc import Mapping
 
+from harness.model.cache_routing import AffinityChoice, FetchLinkLoad, RoutePath, TwoPointTtft
 from harness.model.handoff import HandoffComparison
 from harness.model.kv_eviction import EvictionResult
 from harness.model.kv_pages import MissingPageDecision, PageLayout, PageReuse
@@ -245,6 +246,74 @@ class KvTiersPlan:
     pages: PagesFigures
     eviction: EvictionFigures | None = omit_none()
     handoff: HandoffComparison | None = omit_none()
+
+    def to_dict(self) -> dict[str, Any]:
+        return as_json(self)
+
+
+# ---- cache-aware routing (§9.5.4, example 9.7) ----
+
+
+@dataclass(frozen=True, slots=True)
+class TieBandwidths:
+    """Fetch-link bandwidth at which the fetch path ties another path; None when no bandwidth does."""
+
+    vs_local_hit: float | None
+    vs_recompute: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SerialExample:
+    overlap_t_first_s: float  # max(Q, R) + C
+    serial_t_first_s: float  # Q + R + C
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidationFigures:
+    """An uncertain cache hit: the hit probability at which waiting for the holder pays (§9.5.4)."""
+
+    hit_s: float
+    miss_s: float
+    alternative_s: float
+    min_hit_probability_for_mean: float | None
+    target_s: float | None
+    min_hit_probability_for_quantile: float | None
+    by_probability: tuple[TwoPointTtft, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LinkLoadFigures:
+    load: FetchLinkLoad = flatten()
+    link: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StateRestoreFigures:
+    prep_steps_s: Mapping[str, float]
+    threshold_s: float
+    choices: tuple[AffinityChoice, ...]
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoutingPlan:
+    """Example 9.7: the paths, tie bandwidths, uncertain hits, fetch link load and the affinity threshold."""
+
+    head: PlanHead = flatten()
+    compute: ComputeFigures
+    prefix_tokens: int
+    new_tokens: int
+    state_bytes: float
+    hit_compute_s: float
+    full_compute_s: float
+    fetch_fixed_s: float
+    paths: tuple[RoutePath, ...]
+    best_path: str
+    tie_bandwidth_bytes_per_s: TieBandwidths
+    serial_example: SerialExample | None = omit_none()
+    invalidation: InvalidationFigures | None = omit_none()
+    link_load: LinkLoadFigures | None = omit_none()
+    state_restore: StateRestoreFigures | None = omit_none()
 
     def to_dict(self) -> dict[str, Any]:
         return as_json(self)

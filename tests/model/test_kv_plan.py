@@ -18,7 +18,7 @@ def tiers():
 
 @pytest.fixture(scope="module")
 def route():
-    return routing_plan(load_kind(SCENARIOS / "ch9-ex9.7-cache-routing.toml", "cache-routing"))
+    return routing_plan(load_kind(SCENARIOS / "ch9-ex9.7-cache-routing.toml", "cache-routing")).to_dict()  # as --json prints it
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +140,9 @@ def test_kv_tiers_plan_is_a_typed_record():
     assert p.reuse.critical_bandwidth_by_uses[0].critical_bandwidth_bytes_per_s == pytest.approx(2.82e9, rel=2e-3)
     host = next(t for t in p.tiers if t.fetch.tier == "host")
     assert host.fetch.fetch_s == pytest.approx(48.3e-3, abs=0.1e-3)  # §9.5.2: 1.125 GiB over 25 GB/s
+
+
+def test_routing_plan_is_a_typed_record():
+    p = routing_plan(load_kind(SCENARIOS / "ch9-ex9.7-cache-routing.toml", "cache-routing"))
+    assert p.best_path == min(p.paths, key=lambda x: x.t_first_s).name
+    assert p.to_dict()["tie_bandwidth_bytes_per_s"]["vs_local_hit"] == p.tie_bandwidth_bytes_per_s.vs_local_hit

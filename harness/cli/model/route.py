@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from harness.cli.model._common import add_scenario_arguments, ms_or_na as _ms, print_result
 from harness.model.kv_plan import routing_plan
+from harness.model.kv_plan_records import RoutingPlan
 from harness.specs.scenario_kv import load_kind
 
 
@@ -23,26 +23,27 @@ def _gbps(x: float | None) -> str:
     return "n/a" if x is None else f"{x / 1e9:.2f} GB/s"
 
 
-def render(r: dict[str, Any]) -> str:
-    lines = [f"Scenario {r['scenario']}  ({r['source']})", "", f"  {'path':22s} {'Q':>9s} {'R':>9s} {'C':>9s} {'T_first':>10s}"]
-    for p in r["paths"]:
-        lines.append(f"  {p['name']:22s} {_ms(p['queue_s']):>9s} {_ms(p['ready_s']):>9s} {_ms(p['compute_s']):>9s} {_ms(p['t_first_s']):>10s}")
-    t = r["tie_bandwidth_bytes_per_s"]
-    lines += [f"  best: {r['best_path']}; fetch ties the local hit at {_gbps(t['vs_local_hit'])}, recompute at {_gbps(t['vs_recompute'])}"]
-    if "serial_example" in r:
-        e = r["serial_example"]
-        lines.append(f"  overlap max(Q,R)+C {_ms(e['overlap_t_first_s'])} vs serial Q+R+C {_ms(e['serial_t_first_s'])}")
-    if "invalidation" in r:
-        i = r["invalidation"]
-        pm = i["min_hit_probability_for_mean"]
-        lines.append(f"Uncertain hit: hit {_ms(i['hit_s'])}, miss {_ms(i['miss_s'])}; mean beats {_ms(i['alternative_s'])} for p > "
+def render(r: RoutingPlan) -> str:
+    lines = [f"Scenario {r.head.scenario}  ({r.head.source})", "", f"  {'path':22s} {'Q':>9s} {'R':>9s} {'C':>9s} {'T_first':>10s}"]
+    for p in r.paths:
+        lines.append(f"  {p.name:22s} {_ms(p.queue_s):>9s} {_ms(p.ready_s):>9s} {_ms(p.compute_s):>9s} {_ms(p.t_first_s):>10s}")
+    t = r.tie_bandwidth_bytes_per_s
+    lines += [f"  best: {r.best_path}; fetch ties the local hit at {_gbps(t.vs_local_hit)}, recompute at {_gbps(t.vs_recompute)}"]
+    if r.serial_example:
+        e = r.serial_example
+        lines.append(f"  overlap max(Q,R)+C {_ms(e.overlap_t_first_s)} vs serial Q+R+C {_ms(e.serial_t_first_s)}")
+    if r.invalidation:
+        i = r.invalidation
+        pm = i.min_hit_probability_for_mean
+        lines.append(f"Uncertain hit: hit {_ms(i.hit_s)}, miss {_ms(i.miss_s)}; mean beats {_ms(i.alternative_s)} for p > "
                      + ("n/a" if pm is None else f"{pm:.1%}"))
-        for b in i["by_probability"]:
-            lines.append(f"  p={b['hit_probability']:g}: mean {_ms(b['mean_s'])}, p{b['quantile'] * 100:g} {_ms(b['quantile_s'])}")
-    if "link_load" in r:
-        ll = r["link_load"]
-        lines.append(f"Fetch link load: {ll['fetches_per_s']:g}/s -> {ll['demand_bytes_per_s'] / 1e9:.1f} GB/s, {ll['utilization']:.0%} of {ll['link']}")
-    if "state_restore" in r:
-        s = r["state_restore"]
-        lines.append(f"Affinity threshold {_ms(s['threshold_s'])}: " + ", ".join(f"wait {_ms(c['wait_s'])} -> {c['choice']}" for c in s["choices"]))
+        for b in i.by_probability:
+            lines.append(f"  p={b.hit_probability:g}: mean {_ms(b.mean_s)}, p{b.quantile * 100:g} {_ms(b.quantile_s)}")
+    if r.link_load:
+        ll = r.link_load
+        lines.append(f"Fetch link load: {ll.load.fetches_per_s:g}/s -> {ll.load.demand_bytes_per_s / 1e9:.1f} GB/s, "
+                     f"{ll.load.utilization:.0%} of {ll.link}")
+    if r.state_restore:
+        s = r.state_restore
+        lines.append(f"Affinity threshold {_ms(s.threshold_s)}: " + ", ".join(f"wait {_ms(c.wait_s)} -> {c.choice}" for c in s.choices))
     return "\n".join(lines)
