@@ -12,7 +12,7 @@ Experts of one batch run one after another, so a batch's time is the sum over it
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Literal, Sequence
 
 import numpy as np
@@ -51,8 +51,12 @@ class ExpertShape:
         """F_e(1) = 2·P_e: one multiply-add per parameter per row."""
         return 2.0 * self.params
 
+    def json_fields(self) -> dict:
+        return {**{f.name: getattr(self, f.name) for f in fields(self)}, "weight_bytes": self.weight_bytes,
+                "flops_per_token": self.flops_per_token}
+
     def to_dict(self) -> dict:
-        return {**asdict(self), "weight_bytes": self.weight_bytes, "flops_per_token": self.flops_per_token}
+        return self.json_fields()
 
 
 def expert_shape(model: ModelSpec, weight_bytes_per_param: float = 2.0, activation_bytes_per_elem: float = 2.0) -> ExpertShape:
