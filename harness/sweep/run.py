@@ -237,6 +237,7 @@ def run_sweep(o: SweepOptions, progress: ProgressFn | None = None) -> SweepResul
     from workloads.mixes import build_mix
     from harness.bench.load import run_load
     from workloads.schedule import make_schedule
+    from workloads.summary import read_summary
 
     workdir = Path(tempfile.mkdtemp(prefix="harness-sweep-"))
     spec, points, ts = prepare(o, workdir)
@@ -285,7 +286,7 @@ def run_sweep(o: SweepOptions, progress: ProgressFn | None = None) -> SweepResul
             notes.append(f"{lab}: failed: {exc}")
             continue
         run = Run(run_dir)
-        summ = run.json("summary.json")["load"]
+        summ = read_summary(run)["load"]
         lat = latency_stats(run.table("requests"), summ["window_start_s"], summ["window_end_s"], ts)
         tps = summ["output_tokens_per_s"] * ts
         good = summ["goodput_per_s"] * ts if summ["goodput_per_s"] is not None else None
