@@ -21,6 +21,7 @@ import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from collections import deque  # noqa: E402
 from dataclasses import asdict  # noqa: E402
 from pathlib import Path  # noqa: E402
 from time import perf_counter_ns  # noqa: E402
@@ -39,6 +40,7 @@ from workloads.records import missing_record  # noqa: E402
 
 FLUSH_EVERY_S = 2.0
 WORKER_READY_TIMEOUT_S = 60.0
+RECENT_TTFT_N = 1000  # the running TTFT p50 of the progress line is over the last this many successes
 
 
 def _configure_user(cfg: LoadConfig) -> None:
@@ -106,6 +108,7 @@ class _Coordinator:
         self.parts: AppendProcess | None = None
         self.parts_report: dict[str, Any] = {}
         self.errors = 0
+        self.recent_ttft_s: deque[float] = deque(maxlen=RECENT_TTFT_N)  # the progress line's running TTFT p50
 
     def add(self, rows: list[dict[str, Any]]) -> None:
         rows = _scrub(rows, self.key)
@@ -113,6 +116,8 @@ class _Coordinator:
             self.seen.add(int(r["request_index"]))
             if r["error_class"] != "ok":
                 self.errors += 1
+            elif r.get("ttft_s") is not None:
+                self.recent_ttft_s.append(float(r["ttft_s"]))
         self.buffer.extend(rows)
         self.all_records.extend(rows)
 
@@ -133,8 +138,10 @@ class _Coordinator:
     def progress(self, sent: int) -> None:
         if not self.cfg.progress:
             return
+        ttft = sorted(self.recent_ttft_s)  # at most RECENT_TTFT_N values: ~0.1 ms once a second
         print(json.dumps({"progress": {"t_s": round((perf_counter_ns() - self.t0_ns) / 1e9, 2), "span_s": self.span_s,
-                                       "sent": sent, "done": len(self.seen), "expected": len(self.items), "errors": self.errors}}),
+                                       "sent": sent, "done": len(self.seen), "expected": len(self.items), "errors": self.errors,
+                                       "ttft_p50_s": ttft[len(ttft) // 2] if ttft else None, "ttft_n": len(ttft)}}),
               flush=True)
 
     def run(self) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from harness.bench.pd import BenchPdOptions, bench_pd
-from harness.bench.progress import print_progress
+from harness.bench.progress import LoadProgress
 from harness.engines import metrics as prom
 from harness.engines.config import ENGINE_CONFIG_DIR, EngineConfig
 from harness.engines.crosscheck import CrossRow, crosscheck_llama_cpp
@@ -54,7 +54,7 @@ def bench_pd_against(eng: RunningEngine, *, scenario: str | Path = DEFAULT_SCENA
                           rate_per_s=rate_per_s, api=api, results_dir=results_dir, report_dir=report_dir,
                           command_line=["harness", "engine", eng.plan.config_name, "--bench-pd"])
     before = prom.scrape(metrics_proc.base_url, metrics_proc.metrics_path)
-    res = bench_pd(opts, progress=None if quiet else print_progress)
+    res = bench_pd(opts, progress=None if quiet else LoadProgress())
     after = prom.scrape(metrics_proc.base_url, metrics_proc.metrics_path)
     rows = crosscheck_llama_cpp(Run(res.run_dir).table("requests"), before, after)
     return BenchCheck(api, res.run_dir, res.report_paths, res.summary, rows)

@@ -1,7 +1,7 @@
 """One load run in a child process: run workloads.loadrun on a LoadConfig, relay its progress, return the run.
 
 The child writes the run (manifest, requests table, summary) itself; this side only starts it, hands its
-progress lines to a ProgressFn, bounds its time and stops it (terminate, then kill) when interrupted.
+progress lines to a Progress (harness.bench.progress), bounds its time and stops it (terminate, then kill) when interrupted.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ import sys
 import time
 from pathlib import Path
 
-from harness.bench.progress import ProgressFn, end_progress, print_progress
+from harness.bench.progress import Progress
 from harness.errors import HarnessError
 from workloads.config import LoadConfig
 
 
-def run_load(cfg: LoadConfig, workdir: Path, *, progress: ProgressFn | None = print_progress, timeout_s: float | None = None) -> Path:
-    """Run workloads.loadrun on `cfg` in a child process; returns the run directory."""
+def run_load(cfg: LoadConfig, workdir: Path, *, progress: Progress | None = None, timeout_s: float | None = None) -> Path:
+    """Run workloads.loadrun on `cfg` in a child process; returns the run directory. `progress` (None: nothing shown)
+    gets every progress line of the load process, and close() when the run ends, however it ends."""
     cfg_path = cfg.save(workdir / "load-config.json")
     cmd = [sys.executable, "-m", "workloads.loadrun", str(cfg_path)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
@@ -32,7 +33,7 @@ def run_load(cfg: LoadConfig, workdir: Path, *, progress: ProgressFn | None = pr
             except json.JSONDecodeError:
                 continue
             if "progress" in msg and progress is not None:
-                progress(msg["progress"])
+                progress.update(msg["progress"])
             elif "run_dir" in msg:
                 run_dir = Path(msg["run_dir"])
             if time.monotonic() > deadline:
@@ -48,7 +49,7 @@ def run_load(cfg: LoadConfig, workdir: Path, *, progress: ProgressFn | None = pr
         raise
     finally:
         if progress is not None:
-            end_progress()
+            progress.close(simulated=bool(cfg.engine.get("simulated")))
     err = proc.stderr.read() if proc.stderr else ""
     if proc.returncode != 0 or run_dir is None:
         msg = [ln for ln in err.splitlines() if ln.startswith("error:")]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.bench.load import run_load
-from harness.bench.progress import ProgressFn, print_progress
+from harness.bench.progress import Progress
 from harness.bench.workload import build_workload
 from harness.errors import HarnessError
 from workloads.config import LoadConfig, SummaryOptions, check_http_url
@@ -84,11 +84,15 @@ class BenchPdResult:
     def valid(self) -> bool:
         return bool(self.summary.get("valid"))
 
+    @property
+    def simulated(self) -> bool:
+        return self.target.startswith("simulated")
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def bench_pd(opts: BenchPdOptions, progress: ProgressFn | None = print_progress) -> BenchPdResult:
+def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdResult:
     from harness.model.plan import plan
     from harness.model.record import as_json
     from harness.specs.scenario import load_scenario

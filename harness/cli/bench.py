@@ -58,12 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--out", default="results", help="results directory (default results/)")
     a("--report-dir", default="reports", help="reports directory (default reports/); '' to skip the report")
     a("--json", action="store_true", help="print the result as JSON")
-    a("--quiet", action="store_true", help="no progress line")
+    a("--quiet", action="store_true", help="no progress display (CI); without a terminal the display is one plain line every 10 s")
 
 
 def main(args: argparse.Namespace) -> int:
     from harness.bench.pd import BenchPdOptions, bench_pd
-    from harness.bench.progress import print_progress
+    from harness.bench.progress import SIMULATED_NOTE, LoadProgress
 
     opts = BenchPdOptions(
         scenario=args.scenario, target_url=args.target or None, metrics_url=args.metrics_url or None,
@@ -76,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
         slo_tpot_s=args.slo_tpot_s, slo_e2e_s=args.slo_e2e_s, results_dir=args.out, report_dir=args.report_dir or None,
         command_line=list(sys.argv),
     )
-    res = bench_pd(opts, progress=None if args.quiet or args.json else print_progress)
+    res = bench_pd(opts, progress=None if args.quiet or args.json else LoadProgress())
     if args.json:
         print_json(res.to_dict())
         return 0
@@ -90,6 +90,8 @@ def main(args: argparse.Namespace) -> int:
           f"goodput {s['goodput_per_s'] if s['goodput_per_s'] is not None else float('nan'):.3f} req/s")
     if not s["valid"]:
         print("warning: the run is INVALID: " + "; ".join(s["invalid_reasons"]), file=sys.stderr)
+    if res.simulated:
+        print(SIMULATED_NOTE)  # the last line: a simulated figure says it is simulated
     return 0
 
 

@@ -54,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
     from harness.compare.compare import CompareOptions, compare_runs
     from harness.compare.engines import CompareEnginesOptions, compare_engines, parse_target
     from harness.compare.gates import parse_gates
-    from harness.bench.progress import print_progress
+    from harness.bench.progress import LoadProgress
 
     gates = parse_gates(args.fail_on)
     parse_target(args.a, "--a")  # refuse a bad target before any work
@@ -67,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
         slo_ttft_s=args.slo_ttft_s, slo_tpot_s=args.slo_tpot_s, label_a=args.label_a, label_b=args.label_b,
         results_dir=args.out, command_line=("harness", *sys.argv[1:]),
     )
-    res = compare_engines(o, progress=None if args.quiet or args.json else print_progress)
+    res = compare_engines(o, progress=None if args.quiet or args.json else LoadProgress())
     if not args.json:
         for d in res.ordered:
             print(f"run: {d}")

@@ -5,8 +5,10 @@ A target is written as in `harness compare-engines`: an engine config with dotte
 Every grid point launches the target with the point's settings, replays the same seeded workload,
 stops the target, and is scored (harness.sweep.score). Each point's load run is stored as usual;
 the sweep run holds table `sweep_points` (one row per point: settings, p50/p95 of TTFT, TPOT, ITL and
-E2E, throughput, goodput, reward, Pareto and best flags, the load run's path) and `sweep.json`
-(options, reward definition, best point, Pareto front).
+E2E, throughput, goodput, reward, Pareto and best flags, the load run's path; for the embedded target also
+`target_{ttft,tpot,e2e}_p{50,95,99}_s`, the same requests' latency as the target scheduled it, in simulated
+seconds from its emit log: harness.bench.target_latency) and `sweep.json` (options, reward definition, best
+point, Pareto front).
 
 Simulated time: the embedded target runs `time_scale` wall seconds per simulated second, so the
 schedule is compressed by it (rate / time_scale for duration × time_scale wall seconds), SLOs are
@@ -226,6 +228,7 @@ ProgressFn = Callable[[str], None]
 
 def run_sweep(o: SweepOptions, progress: ProgressFn | None = None) -> SweepResult:
     """Measure every point, score it, store the sweep run; returns where it went and the verdict."""
+    from harness.bench.target_latency import fetch_emit_log, latency_percentiles, target_latency
     from harness.compare.engines import serve
     from harness.records import new_manifest, new_run_id
     from harness.store import Run, RunWriter
@@ -234,6 +237,7 @@ def run_sweep(o: SweepOptions, progress: ProgressFn | None = None) -> SweepResul
     from workloads.mixes import build_mix
     from harness.bench.load import run_load
     from workloads.schedule import make_schedule
+    from workloads.summary import read_summary
 
     workdir = Path(tempfile.mkdtemp(prefix="harness-sweep-"))
     spec, points, ts = prepare(o, workdir)
@@ -269,13 +273,20 @@ def run_sweep(o: SweepOptions, progress: ProgressFn | None = None) -> SweepResul
                 )
                 run_dir = run_load(cfg, workdir, progress=None, timeout_s=o.duration_s * ts + drain_s + 120.0)
                 ttr = live.extra.get("time_to_ready_s")
+                # the embedded target's own schedule, in simulated seconds: free of the machine's delays
+                target_lat = None
+                if p.spec.kind == "embedded":
+                    try:
+                        target_lat = target_latency(fetch_emit_log(live.url), ts)
+                    except (OSError, ValueError, KeyError) as exc:
+                        notes.append(f"{lab}: the target's emit log could not be read ({exc}); no target_* latencies")
         except HarnessError as exc:
             row.update(status="failed", reason=str(exc))
             rows.append(row)
             notes.append(f"{lab}: failed: {exc}")
             continue
         run = Run(run_dir)
-        summ = run.json("summary.json")["load"]
+        summ = read_summary(run)["load"]
         lat = latency_stats(run.table("requests"), summ["window_start_s"], summ["window_end_s"], ts)
         tps = summ["output_tokens_per_s"] * ts
         good = summ["goodput_per_s"] * ts if summ["goodput_per_s"] is not None else None
@@ -287,6 +298,13 @@ def run_sweep(o: SweepOptions, progress: ProgressFn | None = None) -> SweepResul
                    invalid_reasons="; ".join(summ["invalid_reasons"]), time_to_ready_s=ttr)
         for m, st in lat.items():
             row[f"{m}_p50_s"], row[f"{m}_p95_s"], row[f"{m}_p99_s"] = st["p50"], st["p95"], st["p99"]
+        if target_lat is not None:
+            req = run.table("requests")
+            intended = req["intended_ns"].to_numpy(dtype=float) / 1e9
+            ids = req.loc[(req["error_class"] == "ok") & (intended >= summ["window_start_s"]) & (intended < summ["window_end_s"]),
+                          "response_id"]
+            for m, st in latency_percentiles(target_lat, ids).items():
+                row[f"target_{m}_p50_s"], row[f"target_{m}_p95_s"], row[f"target_{m}_p99_s"] = st["p50"], st["p95"], st["p99"]
         if p95 is None:
             row.update(status="failed", reason=f"no successful request gave a {o.latency} sample")
             rows.append(row)

@@ -6,7 +6,9 @@ for the two PD pools), /harness/info and /harness/emit_log. Every response carri
 `X-Harness-Simulated: true` and every metric the label engine="harness-simulated": nothing here is a
 GPU measurement. Tokens are synthetic words; the prompt's token count is its whitespace word count.
 The emit log keeps, per streamed token, the perf_counter_ns just before the bytes were handed to
-the socket, so a client's timing error can be measured against it.
+the socket, so a client's timing error can be measured against it, and the instant the engine scheduled it
+(`scheduled_ns`); per request, the instant of its arrival at the engine (`arrival_ns`), so latency can be
+judged in the target's simulated time, free of the machine's scheduling delays.
 """
 
 from __future__ import annotations
@@ -44,11 +46,16 @@ class EmitLog:
         self.token_index = array("q")
         self.emit_ns = array("q")
         self.scheduled_ns = array("q")
+        self.arrival_ns = array("q")  # per request; -1 until it reached the engine
         self.dropped = 0
 
     def add_request(self, request_id: str) -> int:
         self.request_ids.append(request_id)
+        self.arrival_ns.append(-1)
         return len(self.request_ids) - 1
+
+    def set_arrival(self, req_idx: int, arrival_ns: int) -> None:
+        self.arrival_ns[req_idx] = arrival_ns
 
     def add(self, req_idx: int, first_token: int, n: int, emit_ns: int, scheduled_ns: int) -> None:
         if len(self.emit_ns) + n > EMIT_LOG_MAX_TOKENS:
@@ -68,6 +75,7 @@ class EmitLog:
             "token_index": self.token_index[since:].tolist(),
             "emit_ns": self.emit_ns[since:].tolist(),
             "scheduled_ns": self.scheduled_ns[since:].tolist(),
+            "arrival_ns": self.arrival_ns.tolist(),  # per request (request_ids order), not sliced by `since`
             "dropped_tokens": self.dropped,
         }
 
@@ -186,6 +194,7 @@ class TargetServer:
         await resp.prepare(request)
         req.sink = _Sink(resp, rid, self.model_name, chat, self.log.add_request(rid))
         self.engine.submit(req)
+        self.log.set_arrival(req.sink.log_index, self.engine.clock.wall_ns(req.arrival_s))
         try:
             await req.done
         except asyncio.CancelledError:

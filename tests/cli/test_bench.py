@@ -55,3 +55,18 @@ def test_empty_make_variables_mean_not_given():
 
     args = build_parser().parse_args(["bench-pd", "--target", "", "--prefill-metrics-url", "", "--rate", "", "--duration-s", ""])
     assert args.target == "" and args.rate is None and args.duration_s is None
+
+
+@pytest.mark.slow
+def test_text_output_shows_progress_and_ends_saying_simulated(capsys, tmp_path, request):
+    from harness.bench.progress import SIMULATED_NOTE
+
+    scen = request.config.rootpath / "workloads/scenarios/ch9-hetero-pd.toml"
+    rc = main(["bench-pd", "--scenario", str(scen), "--duration-s", "2", "--rate", "4", "--time-scale", "0.1", "--startup-s", "0",
+               "--out", str(tmp_path / "results"), "--report-dir", ""])
+    cap = capsys.readouterr()
+    assert rc == 0
+    assert cap.out.splitlines()[-1] == SIMULATED_NOTE
+    err = cap.err.splitlines()  # no terminal: plain progress lines, then the final one
+    assert any("in flight" in ln and "ETA" in ln for ln in err)
+    assert err[-1].startswith("load: ") and err[-1].endswith(SIMULATED_NOTE)

@@ -19,7 +19,12 @@ def test_embedded_sweep_scores_and_stores(tmp_path):
     pts = {p["settings_json"]: p for p in res.points}
     pd, co = pts['{"mode": "pd"}'], pts['{"mode": "colocated"}']
     assert pd["status"] == co["status"] == "ok"
-    assert 0.3 < pd["ttft_p95_s"] < co["ttft_p95_s"]
+    # judged on the target's own schedule (simulated seconds from its emit log), not on the client's wall clock
+    # divided by time_scale, which a busy machine inflates by its delays x 10 (seen: PD p95 0.68 s by the client,
+    # 0.42 s as scheduled). Model margin: an H20 prefill of 4096 tokens (0.84 s) exceeds PD's A100 prefill plus
+    # the KV transfer (0.40 + 0.02 s) by about 0.4 s
+    assert 0.3 < pd["target_ttft_p95_s"] < co["target_ttft_p95_s"] - 0.2
+    assert pd["ttft_p95_s"] >= 0.99 * pd["target_ttft_p95_s"]  # the client cannot see a token before it was scheduled
     for p in (pd, co):  # the reward is the stored throughput and latency put through the formula
         assert p["reward"] == pytest.approx(p["output_tokens_per_s"] - 50.0 * max(0.0, p["ttft_p95_s"] - 0.7))
         assert p["requests_ok"] >= 15 and p["output_tokens_per_s"] > 0 and Run(p["load_run_dir"]).manifest.kind == "load"

@@ -14,13 +14,24 @@ T_PREFILL_A100 = 0.8563738676512821  # chapter 9, §9.2.3: 0.856 s
 T_KV = 1.125 * 2**30 / 25e9 + 5e-6  # §9.2.2, example 9.1: 48.3 ms + 5 µs
 
 
+class _SubmitClock(SimClock):
+    """While `frozen_s` is set, now() is that instant: requests submitted together arrive at one simulated instant,
+    so a busy machine preempting this process between two submit calls cannot space them apart (at time_scale
+    0.02 a 1 ms preemption is 50 ms simulated); everything after chains in simulated time."""
+
+    frozen_s: float | None = None
+
+    def now_s(self) -> float:
+        return self.frozen_s if self.frozen_s is not None else super().now_s()
+
+
 def _run(scenario_path, requests, *, startup_s=0.0, time_scale=0.02, mode=None, stagger_s=0.0):
     """Submit `requests` ((input_tokens, output_tokens) pairs), return per request the simulated emit times."""
     s = load_scenario(scenario_path)
     dep = deployment_from_scenario(s, startup_s=startup_s, mode=mode)
 
     async def main():
-        clock = SimClock(time_scale)
+        clock = _SubmitClock(time_scale)
         emits: dict[str, list[float]] = {}
 
         async def emit(items, scheduled_ns):
@@ -30,12 +41,15 @@ def _run(scenario_path, requests, *, startup_s=0.0, time_scale=0.02, mode=None, 
         eng = Engine(dep, clock, emit)
         eng.start()
         reqs = []
+        if not stagger_s:
+            clock.frozen_s = clock.now_s()
         for i, (n_in, n_out) in enumerate(requests):
             r = SimRequest(f"r{i}", n_in, n_out)
             eng.submit(r)
             reqs.append(r)
             if stagger_s:
                 await asyncio.sleep(stagger_s * time_scale)
+        clock.frozen_s = None
         await asyncio.wait_for(asyncio.gather(*(r.done for r in reqs)), timeout=60)
         await eng.stop()
         return [(r.arrival_s, emits[r.request_id]) for r in reqs], eng
@@ -52,10 +66,9 @@ def test_ttft_is_prefill_plus_transfer(scenario_path):
 
 def test_concurrent_transfers_share_the_link(scenario_path):
     res, eng = _run(scenario_path("ch9-hetero-pd"), [(8192, 1), (8192, 1)])
-    # both prefill on two A100s at once, then both states cross one 25 GB/s link, sharing it. The two
-    # arrivals are a few real milliseconds apart, so the link is work-conserving rather than exactly
-    # halved: the last state lands 2·V/B after the first transfer starts, and each TTFT lies between
-    # the link alone (V/B) and fully shared (2·V/B).
+    # both prefill on two A100s at once, then both states cross one 25 GB/s link, sharing it (work-conserving):
+    # the last state lands 2·V/B after the first transfer starts, and each TTFT lies between the link alone
+    # (V/B) and fully shared (2·V/B).
     one = 1.125 * 2**30 / 25e9
     first_arrival = min(t0 for t0, _ in res)
     last_token = max(times[0] for _, times in res)

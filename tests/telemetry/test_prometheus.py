@@ -58,9 +58,12 @@ def test_scraper_about_once_a_second_and_errors_as_rows():
     sc.start()
     time.sleep(1.1)
     sc.stop()
+    elapsed = time.perf_counter() - t0
     srv.shutdown()
     good = [r for r in rows if r["role"] == "prefill" and r["metric"] == "queue_depth"]
     bad = [r for r in rows if r["role"] == "decode"]
-    assert 3 <= len(good) <= 8 and all(r["value"] == 7.0 for r in good)
-    assert all(0 <= r["t_s"] < 2.0 for r in good)
+    # on its fixed schedule (every 0.2 s from the start, catching up after a delay, never ahead of it): a busy
+    # machine can only make it scrape less often than the ~6 times of a quiet one, never more
+    assert 1 <= len(good) <= 1 + elapsed / 0.2 and all(r["value"] == 7.0 for r in good)
+    assert all(0 <= r["t_s"] <= elapsed for r in good)
     assert bad and all(r["error"] and r["metric"] is None for r in bad)

@@ -16,7 +16,7 @@ from workloads.mixes import single_turn
 from harness.bench.load import run_load
 from workloads.schedule import constant, poisson
 
-from faulty_server import FaultyServer  # tests/workloads/ is on sys.path (pytest rootdir-relative import)
+from faulty_server import STALL_S, FaultyServer  # tests/workloads/ is on sys.path (pytest rootdir-relative import)
 
 pytestmark = pytest.mark.slow
 
@@ -45,15 +45,23 @@ def test_local_run_records_every_request(tmp_path, fixed_target):
     assert (df["output_tokens_chunks"] == 30).all() and (df["output_tokens_usage"] == 30).all()
     assert not df["token_count_mismatch"].any()
     assert (df["prompt_tokens_usage"] == 40).all()
-    # fixed target: 50 ms to the first token, then 10 ms apart (generous bounds: shared CPUs)
-    assert df["ttft_s"].between(0.045, 0.5).all()
-    assert df["tpot_s"].between(0.008, 0.05).all()
+    # fixed target: 50 ms to the first token, then 10 ms apart; a busy machine only adds its delays to what the
+    # client sees, so the client's figures have lower bounds only (its timing error is measured by the
+    # loadgen-speed benchmark, docs/loadgen-speed.md, not asserted here)
+    assert (df["ttft_s"] >= 0.045).all() and (df["tpot_s"] >= 0.008).all()
     assert (df["sent_ns"] >= df["intended_ns"]).all()
-    # ground truth: client arrival of token 0 vs the target's emit log, matched by response id
-    em = run.table("target_emits")
-    first = em[em["token_index"] == 0].set_index("response_id")["emit_ns"]
-    err_s = (df.set_index("response_id")["first_token_ns"] - first).dropna() / 1e9
-    assert len(err_s) == art.count and (err_s > 0).all() and err_s.median() < 0.05
+    # ground truth: the target's emit log, matched by response id. Its schedule, on its own clock, is exact:
+    em = run.table("target_emits").sort_values(["response_id", "token_index"])
+    gaps = em.groupby("response_id")["scheduled_ns"].diff().dropna()
+    assert len(gaps) == art.count * 29 and (gaps - 10_000_000).abs().max() <= 2
+    # and the two clocks agree, on any machine: sent <= arrival = scheduled(token 0) - 50 ms, emitted <= received
+    e0 = em[em["token_index"] == 0].set_index("response_id")
+    d = df.set_index("response_id")
+    assert ((e0["scheduled_ns"] - d["sent_ns"]).dropna() >= 50_000_000 - 1_000).all()
+    err_s = (d["first_token_ns"] - e0["emit_ns"]).dropna() / 1e9
+    assert len(err_s) == art.count and (err_s > 0).all()
+    chunks = d["chunk_ns"].explode().astype("int64").to_numpy()
+    assert len(chunks) == len(em) and (chunks >= em.set_index("response_id").loc[d.index, "emit_ns"].to_numpy()).all()
     metrics = run.table("server_metrics")
     assert {"queue_depth", "running", "generation_tokens_total"} <= set(metrics["metric"].dropna())
     summary = run.json("summary.json")["load"]
@@ -92,7 +100,8 @@ def test_faulty_server_every_request_ends_as_a_classified_record(tmp_path, monke
     assert got == {i: expect[m] for i, m in enumerate(modes * 2)}
     assert set(df.loc[df["error_class"] == "http_error", "status"]) == {500}
     stall = df[df["error_class"] == "timeout"]
-    assert stall["e2e_s"].between(1.4, 3.5).all()
+    # the client's 1.5 s timeout fired (class "timeout"), before the server gave up on the stream (STALL_S)
+    assert (stall["e2e_s"] >= 1.4).all() and (stall["e2e_s"] < STALL_S).all()
     # the key was sent on every request ...
     assert srv.auth_headers and all(h == f"Bearer {key}" for h in srv.auth_headers)
     # ... and is nowhere in the run
