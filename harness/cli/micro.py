@@ -43,9 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(_micro_main=main_list)
 
-    im = sub.add_parser("import", help="import nvbandwidth -j, nccl-tests -J or pytest-benchmark JSON as a run")
-    im.add_argument("format", choices=["nvbandwidth", "nccl-tests", "pytest-benchmark"])
-    im.add_argument("file", help="the tool's JSON output file")
+    im = sub.add_parser("import", help="import nvbandwidth -j, nccl-tests -J, pytest-benchmark JSON, perftest "
+                        "(ib_write_bw/ib_read_bw text or --out_json) or nixlbench output as a run")
+    im.add_argument("format", choices=["nvbandwidth", "nccl-tests", "pytest-benchmark", "perftest", "nixlbench"])
+    im.add_argument("file", help="the tool's output file (perftest: also a directory of --out_json files, one per size)")
+    im.add_argument("--units", choices=["MiB/s", "Gb/s"], default=None,
+                    help="perftest --out_json only: the BW unit of the run (default MiB/s, perftest's own; Gb/s for "
+                    "--report_gbits)")
     im.add_argument("--out", default="results", help="results directory (default: results/)")
     im.add_argument("--json", action="store_true", help="print the summary as JSON")
     im.set_defaults(_micro_main=main_import)
@@ -101,7 +105,12 @@ def main_list(args: argparse.Namespace) -> int:
 def main_import(args: argparse.Namespace) -> int:
     from harness.importers import import_to_run
 
-    summary = import_to_run(args.format, args.file, args.out, command_line=["harness", *sys.argv[1:]])
+    options = {"units": args.units} if args.units else {}
+    if options and args.format != "perftest":
+        from harness.errors import HarnessError
+
+        raise HarnessError(f"--units applies to perftest imports only, not {args.format}; leave it out.")
+    summary = import_to_run(args.format, args.file, args.out, command_line=["harness", *sys.argv[1:]], **options)
     if args.json:
         print_json(summary)
     else:
