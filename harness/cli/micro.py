@@ -54,6 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     im.add_argument("--json", action="store_true", help="print the summary as JSON")
     im.set_defaults(_micro_main=main_import)
 
+    dv = sub.add_parser("import-device", help="file a returned device-check run.tar.gz into results/ under the device's "
+                        "machine name")
+    dv.add_argument("tarball", help="run.tar.gz from microbench/device_check.sh's output folder")
+    dv.add_argument("--out", default="results", help="results directory (default: results/)")
+    dv.add_argument("--json", action="store_true", help="print what was filed as JSON")
+    dv.set_defaults(_micro_main=main_import_device)
+
 
 def main(args: argparse.Namespace) -> int:
     return args._micro_main(args)
@@ -117,3 +124,16 @@ def main_import(args: argparse.Namespace) -> int:
         print(f"imported {summary['cases']} case(s) from {args.file} ({args.format}) -> {summary['path']}")
     return 0
 
+
+
+def main_import_device(args: argparse.Namespace) -> int:
+    from harness.importers.device_run import import_device_run
+
+    summary = import_device_run(args.tarball, args.out)
+    if args.json:
+        print_json(summary)
+        return 0
+    for r in summary["runs"]:
+        print(f"filed {r['run_id']} ({r['status']}) -> {r['path']}")
+    print(f"checks: {', '.join(summary['checks']) or 'none'}")
+    return 0
