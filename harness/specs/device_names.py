@@ -24,3 +24,23 @@ def spec_name_for_device(device_name: str | None) -> str | None:
     if not device_name:
         return None
     return DEVICE_NAME_TO_SPEC.get(" ".join(device_name.split()))
+
+
+# hardware generation of each catalog device: "device family" (the kind of kernel a constant was measured
+# with is its "kernel family", a different notion). Constants measured on one family are not applied to
+# another unless the user says so (--proxy GPU=DEVICE).
+DEVICE_FAMILY: dict[str, str] = {
+    "cpu": "cpu",
+    "a100-80gb-sxm": "ampere",
+    "a100-40gb-pcie": "ampere",
+    "h100-sxm": "hopper",
+    "h200-sxm": "hopper",
+    "h20-96gb": "hopper",
+    "b200": "blackwell",
+    "rtx-pro-6000": "blackwell",
+}
+
+
+def device_family(device: str | None) -> str | None:
+    """"cpu", "ampere", "hopper", "blackwell" for a catalog device (or "cpu"), else None (unknown: never a proxy)."""
+    return DEVICE_FAMILY.get(device or "")
