@@ -54,6 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     im.add_argument("--json", action="store_true", help="print the summary as JSON")
     im.set_defaults(_micro_main=main_import)
 
+    pr = sub.add_parser("params", help="list the typed params records calibration reads (record, field, type, unit)")
+    pr.add_argument("--json", action="store_true", help="print JSON")
+    pr.set_defaults(_micro_main=main_params)
+
     dv = sub.add_parser("import-device", help="file a returned device-check run.tar.gz into results/ under the device's "
                         "machine name")
     dv.add_argument("tarball", help="run.tar.gz from microbench/device_check.sh's output folder")
@@ -136,4 +140,17 @@ def main_import_device(args: argparse.Namespace) -> int:
     for r in summary["runs"]:
         print(f"filed {r['run_id']} ({r['status']}) -> {r['path']}")
     print(f"checks: {', '.join(summary['checks']) or 'none'}")
+    return 0
+
+
+def main_params(args: argparse.Namespace) -> int:
+    from microbench.params import describe
+
+    rows = describe()
+    if args.json:
+        print_json(rows)
+        return 0
+    for r in rows:
+        unit = f" [{r['unit']}]" if r["unit"] else ""
+        print(f"{r['record']:22s} {r['name']:24s} {r['type']:32s}{unit} {r['doc']}")
     return 0

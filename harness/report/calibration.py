@@ -246,7 +246,8 @@ def _links(page: Page, rec: CalibrationRecord) -> None:
         s.items.append("No transfer cases were measured; links keep their datasheet values.")
     for lf in rec.links:
         s.items.append(Figure(f"link-{_slug(lf.key)}", f"α–β fit of {lf.key}", F.link_fit(lf),
-                              f"T(S) = α + S/β by weighted least squares ({lf.weighting}); residual = (measured − fit)/fit."))
+                              f"T(S) = α + S/β by weighted least squares ({lf.weighting}); residual = (measured − fit)/fit."
+                              + (f" Bytes: {lf.byte_convention}." if lf.byte_convention else "")))
 
 
 def _grid(p: Plan) -> tuple[np.ndarray, list[tuple[int, int]], list[str]] | None:
