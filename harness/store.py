@@ -128,6 +128,7 @@ class Run:
             raw = json.loads(mf.read_text())
         except json.JSONDecodeError as exc:
             raise HarnessError(f"{mf} is not valid JSON ({exc}); the run is damaged.") from None
+        self.stored_schema_version = raw.get("schema_version")  # as written, before any upgrade on load
         self.manifest = RunManifest.from_dict(raw, str(mf))
 
     def tables(self) -> list[str]:

@@ -21,6 +21,7 @@ from harness.specs.models import get_model
 from harness.units import dtype_bytes
 from microbench.backends import Backend
 from microbench.case import Skip, Work
+from microbench.params import DecodeParams
 from microbench.suite import Item, Planned, SuiteContext
 from microbench.transformer import TINY, RandomDecoder
 
@@ -63,8 +64,8 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
                 d = model()
                 w = decode_step_work(m, bs, context, eb, eb)
                 meas = b.time(lambda: d.decode_step(bs, context), ctx.policy)
-                return ctx.result(NAME, case, b, dtype, {"model": m.name, "kind": "step", "batch": bs, "context_tokens": context,
-                                                         "weight_bytes": w.weight_bytes, "kv_bytes": w.kv_read_bytes},
+                return ctx.result(NAME, case, b, dtype, DecodeParams(model=m.name, kind="step", batch=bs, context_tokens=context,
+                                                                     weight_bytes=w.weight_bytes, kv_bytes=w.kv_read_bytes).to_params(),
                                   Work(w.flops, w.bytes), meas, cache_state=_cache_note(b, w.bytes))
 
             yield Planned(NAME, case, run_step)
@@ -75,7 +76,8 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
                 d = model()
                 work = attention_work(m, bs, context, eb)
                 meas = b.time(lambda: d.attention_only(bs, context), ctx.policy)
-                return ctx.result(NAME, case, b, dtype, {"model": m.name, "kind": "attention", "batch": bs, "context_tokens": context, "attention_only": True},
+                return ctx.result(NAME, case, b, dtype, DecodeParams(model=m.name, kind="attention", batch=bs, context_tokens=context,
+                                                                     extra={"attention_only": True}).to_params(),
                                   work, meas, cache_state=_cache_note(b, work.useful_bytes))
 
             yield Planned(NAME, case, run_attn)

@@ -16,6 +16,7 @@ from harness.specs.models import ModelSpec, get_model
 from harness.units import dtype_bytes
 from microbench.backends import Backend
 from microbench.case import Skip, Work
+from microbench.params import GemmParams
 from microbench.suite import Item, Planned, SuiteContext
 from microbench.timing import cache_state, rotation_sets
 
@@ -87,7 +88,7 @@ def time_gemm(ctx: SuiteContext, b: Backend, case: str, m_rows: int, n: int, k: 
     sets = rotation_sets(ws, b.cache_bytes, max_sets=2 if (ctx.quick and not b.is_cuda) else 8, memory_cap_bytes=cap)
     fn = matmul_thunk(b, m_rows, n, k, dtype, sets, ctx.seed)
     m = b.time(fn, ctx.policy)
-    return ctx.result(NAME, case, b, dtype, {**params, "m": m_rows, "n": n, "k": k, "input_sets": sets}, work, m,
+    return ctx.result(NAME, case, b, dtype, GemmParams.of(**params, m=m_rows, n=n, k=k, input_sets=sets).to_params(), work, m,
                       cache_state=cache_state(ws, sets, b.cache_bytes, b.cache_name))
 
 

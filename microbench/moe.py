@@ -25,6 +25,7 @@ from harness.specs.models import get_model
 from harness.units import MiB, dtype_bytes
 from microbench.backends import Backend
 from microbench.case import Skip, Work
+from microbench.params import CpuExpertParams, HostBandwidthParams
 from microbench.suite import Item, Planned, SuiteContext
 
 NAME = "moe"
@@ -132,7 +133,8 @@ def _expert_cc(ctx: SuiteContext, b: Backend, m_tokens: int, dtype: str):
     pe = expert_params(H, I)
     work = Work(useful_flops=2.0 * m_tokens * pe, useful_bytes=pe * eb + 2 * m_tokens * H * eb)
     return ctx.result(NAME, f"expert-cc-qwen3-235b-m{m_tokens}", b, dtype,
-                      {"kind": "cpu_expert", "tokens": m_tokens, "expert_params": pe, "expert_weight_bytes": pe * eb, "measures": "C_C (§9.3.2)"}, work, m,
+                      CpuExpertParams(tokens=m_tokens, expert_params=pe, expert_weight_bytes=pe * eb,
+                                      extra={"kind": "cpu_expert", "measures": "C_C (§9.3.2)"}).to_params(), work, m,
                       cache_state=_llc_note(b, pe * eb))
 
 
@@ -174,7 +176,8 @@ def _stream(ctx: SuiteContext, b: Backend, kernel: str, n_elem: int):
         f"arrays of {arr / MiB:.4g} MiB are smaller than 4× the {b.cache_name} ({b.cache_bytes / MiB:.4g} MiB): "
         "this is not a DRAM B_D; run without --quick for arrays sized to the cache",)
     return ctx.result(NAME, f"stream-{kernel}-{arr // MiB}MiB", b, "fp64",
-                      {"kind": "host_bandwidth", "op": kernel, "kernel": kernel, "array_bytes": arr, "measures": "B_D (§9.3.2)", "write_allocate_counted": False},
+                      HostBandwidthParams(op=kernel, array_bytes=arr, write_allocate_counted=False,
+                                          extra={"kind": "host_bandwidth", "kernel": kernel, "measures": "B_D (§9.3.2)"}).to_params(),
                       work, m, cache_state=_llc_note(b, 3 * arr), notes=note)
 
 

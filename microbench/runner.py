@@ -12,7 +12,7 @@ from harness.records import new_manifest
 from harness.specs.host import detect_host
 from harness.store import RunWriter
 from harness.telemetry import nvtx_ranges
-from harness.telemetry.nvml import NvmlSampler, gpu_facts
+from harness.telemetry.nvml import POWER_NOTE, NvmlSampler, gpu_facts, nvml_indices_for_cuda
 from microbench.backends import detect_backends
 from microbench.case import CaseResult, Skip
 from microbench.suite import Planned, SuiteContext, parse_suites, suite_module
@@ -70,7 +70,8 @@ def run_micro(suites: str | list[str], *, quick: bool = False, out: str | Path =
     host = detect_host()
     det = detect_backends(host, device)
     facts = gpu_facts()
-    sampler = NvmlSampler(period_s=0.1)
+    cuda_devices = [b.device for b in det.backends if b.is_cuda]  # sample the GPUs in use only
+    sampler = NvmlSampler(period_s=0.1, gpu_indices=nvml_indices_for_cuda(cuda_devices) if cuda_devices else [])
     nvtx_on, nvtx_line = nvtx_ranges.status()
     notes: list[str] = []
     if not sampler.available and not nvtx_on:
@@ -116,7 +117,7 @@ def run_micro(suites: str | list[str], *, quick: bool = False, out: str | Path =
                     continue
                 if progress:
                     progress(done, total, f"{n}:{item.case}")
-                with nvtx_ranges.nvtx_range(f"{n}:{item.case}"):
+                with nvtx_ranges.nvtx_range(f"{n}:{item.case}"), sampler.window(f"{n}:{item.case}"):
                     got = _run_item(item, skips)
                 done += 1
                 results += got
@@ -138,8 +139,14 @@ def run_micro(suites: str | list[str], *, quick: bool = False, out: str | Path =
         if verdict is not None:
             telemetry["throttle"] = verdict.to_dict()
             w.append("telemetry_nvml", [s.to_row() for s in sampler.samples])
-            if verdict.throttled:
-                notes.append("THROTTLED: " + "; ".join(verdict.reasons))
+            telemetry["power_note"] = POWER_NOTE
+            by_case = {k: v for k, v in sampler.case_verdicts().items() if v.throttled}
+            telemetry["throttled_cases"] = {k: list(v.reasons) for k, v in by_case.items()}
+            if by_case:
+                notes.append(f"THROTTLED during {len(by_case)} case(s): " + "; ".join(
+                    f"{k} ({', '.join(v.reasons)})" for k, v in list(by_case.items())[:5]))
+            elif verdict.throttled:
+                notes.append("THROTTLED (between cases, none of them overlapped): " + "; ".join(verdict.reasons))
         w.update_manifest(telemetry=telemetry, notes=notes)
     return RunSummary(w.path, manifest.run_id, tuple(names), tuple(all_cases), tuple(all_skips), telemetry, tuple(notes))
 

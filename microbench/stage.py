@@ -16,6 +16,7 @@ from harness.model.forward import decode_step_work, prefill_work
 from harness.units import dtype_bytes
 from microbench.backends import Backend
 from microbench.case import Peak, Skip, Work
+from microbench.params import StageDecodeParams, StagePrefillParams
 from microbench.suite import Item, Planned, SuiteContext
 from microbench.transformer import TINY, RandomDecoder
 from harness.specs.models import get_model
@@ -80,8 +81,8 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
                 meas = b.time(lambda: d.prefill(L), ctx.policy)
                 peak = b.peak(dtype)
                 cmp = model_comparison(meas.stats.median_s, w.flops, w.bytes, peak, L)
-                return ctx.result(NAME, case, b, dtype, {"model": m.name, "stage": "prefill", "phase": "prefill", "new_tokens": L, "tokens": L,
-                                                         "r_p_tokens_per_s": cmp["measured_rate_per_s"], **cmp},
+                return ctx.result(NAME, case, b, dtype, StagePrefillParams(model=m.name, new_tokens=L, extra={"stage": "prefill", "phase": "prefill", "tokens": L,
+                                                         "r_p_tokens_per_s": cmp["measured_rate_per_s"], **cmp}).to_params(),
                                   Work(w.flops, w.bytes), meas, peak,
                                   notes=("attention FLOPs counted causal (i keys for query i); a kernel that computes the masked half does more",))
 
@@ -95,8 +96,8 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
                 meas = b.time(lambda: d.decode_step(bs, c), ctx.policy)
                 peak = b.peak(dtype)
                 cmp = model_comparison(meas.stats.median_s, w.flops, w.bytes, peak, bs)
-                return ctx.result(NAME, case, b, dtype, {"model": m.name, "stage": "decode", "phase": "decode", "batch": bs, "context_tokens": c,
-                                                         "r_d_calls_per_s": cmp["measured_rate_per_s"], **cmp},
+                return ctx.result(NAME, case, b, dtype, StageDecodeParams(model=m.name, batch=bs, context_tokens=c, extra={"stage": "decode", "phase": "decode",
+                                                         "r_d_calls_per_s": cmp["measured_rate_per_s"], **cmp}).to_params(),
                                   Work(w.flops, w.bytes), meas, peak)
 
             yield Planned(NAME, case, run_decode)

@@ -17,6 +17,7 @@ from typing import Iterator
 from harness.errors import HarnessError
 from harness.units import MiB
 from microbench.case import Peak, Work
+from microbench.params import StorageParams
 from microbench.suite import Item, Planned, SuiteContext
 from microbench.timing import time_cpu
 
@@ -98,8 +99,8 @@ def measure_file(ctx: SuiteContext, directory: Path, size: int) -> list:
         from microbench.case import CaseResult
 
         return [
-            CaseResult(NAME, f"seq-write-{blocks * BLOCK}", "os", dev, "bytes", {**params, "op": "write", "direct_io": bool(state["write_direct"]), "io": how_w}, Work(useful_bytes=float(blocks * BLOCK)), mw, peak, how_w),
-            CaseResult(NAME, f"seq-read-{blocks * BLOCK}", "os", dev, "bytes", {**params, "op": "read", "direct_io": bool(state["read_direct"]), "io": how_r}, Work(useful_bytes=float(blocks * BLOCK)), mr, peak, how_r),
+            CaseResult(NAME, f"seq-write-{blocks * BLOCK}", "os", dev, "bytes", StorageParams(op="write", direct_io=bool(state["write_direct"]), **params, extra={"io": how_w}).to_params(), Work(useful_bytes=float(blocks * BLOCK)), mw, peak, how_w),
+            CaseResult(NAME, f"seq-read-{blocks * BLOCK}", "os", dev, "bytes", StorageParams(op="read", direct_io=bool(state["read_direct"]), **params, extra={"io": how_r}).to_params(), Work(useful_bytes=float(blocks * BLOCK)), mr, peak, how_r),
         ]
     finally:
         p.unlink(missing_ok=True)

@@ -24,6 +24,7 @@ from typing import Any, Iterator
 from harness.units import KiB, MiB
 from microbench.backends import Backend
 from microbench.case import Peak, Skip, Work
+from microbench.params import TransferParams
 from microbench.suite import Item, Planned, SuiteContext
 from microbench.timing import measurement_from_samples, time_cpu
 
@@ -77,7 +78,7 @@ def _cpu_copy_case(ctx: SuiteContext, b: Backend, size: int) -> Any:
         dst = np.empty(size, dtype=np.uint8)
         fn = lambda: np.copyto(dst, src)  # noqa: E731
     m = b.time(fn, ctx.policy)
-    return ctx.result(NAME, f"memcpy-{size}", b, "uint8", {"payload_bytes": size, "size_bytes": size, "link": "memcpy", "direction": "h2h", "bytes_counted": "read+write"},
+    return ctx.result(NAME, f"memcpy-{size}", b, "uint8", TransferParams(link="memcpy", direction="h2h", size_bytes=size, bytes_counted="read+write", extra={"payload_bytes": size}).to_params(),
                       Work(useful_bytes=2.0 * size), m, cache_state=_fits(b, 2 * size))
 
 
@@ -170,8 +171,8 @@ def _shm_cases(ctx: SuiteContext, b: Backend, sizes: list[int]) -> list:
                 parent.recv()
 
             m = time_cpu(hand_off, ctx.policy)
-            out.append(ctx.result(NAME, f"shm-process-{n}", b, "uint8", {"payload_bytes": n, "size_bytes": n, "link": "shm-process", "direction": "h2h", "bytes_counted": "read+write",
-                                                                         "includes": "pipe round trip to the other process"},
+            out.append(ctx.result(NAME, f"shm-process-{n}", b, "uint8", TransferParams(link="shm-process", direction="h2h", size_bytes=n, bytes_counted="read+write",
+                                                                         extra={"payload_bytes": n, "includes": "pipe round trip to the other process"}).to_params(),
                                   Work(useful_bytes=2.0 * n), m))
     finally:
         if proc.is_alive():
@@ -239,13 +240,13 @@ def _gpu_copy(ctx: SuiteContext, b: Backend, kind: str, size: int) -> Any:
         host = t.ones(size, dtype=t.uint8, pin_memory=pinned)
         devbuf = t.empty(size, dtype=t.uint8, device=dev)
         src, dst = (host, devbuf) if kind.startswith("h2d") else (devbuf, host)
-        counted, work, peak = "payload once (link)", Work(useful_bytes=float(size)), pcie_peak(b)
+        counted, work, peak = "once", Work(useful_bytes=float(size)), pcie_peak(b)
     nb = kind != "h2d-pageable" and kind != "d2h-pageable"
     fn = lambda: dst.copy_(src, non_blocking=nb)  # noqa: E731
     m = b.time(fn, ctx.policy, allow_graph=(kind == "d2d"))
-    return ctx.result(NAME, f"{kind}-{size}", b, "uint8", {"payload_bytes": size, "size_bytes": size, "link": "pcie" if kind != "d2d" else "hbm",
-                                                         "direction": kind.split("-")[0], "memory": kind.split("-")[1] if "-" in kind else None,
-                                                         "bytes_counted": counted}, work, m, peak)
+    return ctx.result(NAME, f"{kind}-{size}", b, "uint8", TransferParams(link="pcie" if kind != "d2d" else "hbm", direction=kind.split("-")[0], size_bytes=size,
+                                                                 memory=kind.split("-")[1] if "-" in kind else None, bytes_counted=counted,
+                                                                 extra={"payload_bytes": size}).to_params(), work, m, peak)
 
 
 def _gpu_chunk_factory(b: Backend):

@@ -1,25 +1,31 @@
 """Fit the model's constants from one machine's micro runs, each with a bootstrap interval and its run ids.
 
-What is fitted (Chapter 9), and from which suite's cases (the `params` each case records):
+What is fitted (Chapter 9), and from which cases: calibration reads only the typed params records
+of microbench/params.py (no other key of a case's params), and only cases the microbenchmark did
+not mark invalid (above the spec peak):
 
-- decode bandwidth efficiency vs batch (§9.2.3; decode: `batch`, `context`): MBU of each case,
-  useful_bytes / (median_s · peak_bytes_per_s); made monotone non-decreasing in the batch by
-  pool-adjacent-violators (weighted by samples) and interpolated linearly in the batch, as the
-  chapter interpolates 33 % at batch 1 and 65 % at batch 64 to ≈49 % at 32;
-- prefill compute efficiency vs tokens per GPU (§9.2.3; gemm: `tokens`): the projections of one
-  token count taken together, Σ useful_flops / (Σ median_s · peak_flops_per_s); interpolated
-  linearly, not forced monotone (padding to tiles makes it rise and fall);
-- per link, direction and memory kind, T(S) = α + S/β (§9.2.2; transfer: `size_bytes`,
-  `direction`, `link`, `memory`): weighted least squares over the sizes with weights 1/T², so
-  each size counts by its relative error and neither the smallest (α) nor the largest (β)
-  dominates; α < 0 is refitted with α = 0. Chunked, bidirectional and overlapped cases are not
-  part of the fit;
-- C_C and B_D (§9.3.2; moe: `kind` = "cpu_expert" with `tokens`, and "host_bandwidth"): the
-  FLOP/s of the CPU expert case with the most tokens (compute-bound) and the bytes/s of the
-  STREAM-style case (triad when present, else the largest);
-- storage read and write bandwidth (storage: `op`, `size_bytes`): bytes/s of the largest size;
-- measured r_P and r_D (§9.2.3; stage: `phase` = "prefill" with `tokens`, "decode" with `batch`
-  and `context`): r_P = tokens / median_s, r_D = batch / median_s (one call serves the batch).
+- decode bandwidth efficiency vs batch, one curve per measured context (§9.2.3; DecodeParams with
+  kind "step"): MBU of each case, useful_bytes / (median_s · peak_bytes_per_s); graph-captured
+  steps when measured (eager ones include launch overhead); made monotone non-decreasing in the
+  batch by pool-adjacent-violators with equal weight per batch, and interpolated linearly in the
+  batch, as the chapter interpolates 33 % at batch 1 and 65 % at batch 64 to ≈49 % at 32. The
+  model uses a curve only at contexts the measured ones cover (apply.py);
+- prefill compute efficiency vs tokens per GPU (§9.2.3; GemmParams with `tokens`, square GEMMs
+  left out): the projections of one token count taken together, Σ useful_flops / (Σ median_s ·
+  peak_flops_per_s); interpolated linearly, not forced monotone (padding to tiles makes it rise
+  and fall);
+- per link, direction, memory kind and copy method, T(S) = α + S/β (§9.2.2; TransferParams that
+  are link points: one chunk, one direction, nothing overlapped): weighted least squares over the
+  sizes with weights 1/T², so each size counts by its relative error and neither the smallest (α)
+  nor the largest (β) dominates; α < 0 is refitted with α = 0. S is the payload counted once, as
+  nvbandwidth counts a copy; a size faster than the spec peak, or a β above it, is flagged and
+  not fitted;
+- C_C and B_D (§9.3.2; CpuExpertParams, HostBandwidthParams): the FLOP/s of the CPU expert case
+  with the most tokens (compute-bound) and the bytes/s of the STREAM-style case (triad when
+  present, else the largest);
+- storage read and write bandwidth (StorageParams): bytes/s of the largest file;
+- measured r_P and r_D (§9.2.3; StagePrefillParams, StageDecodeParams): r_P = new_tokens /
+  median_s, r_D = batch / median_s (one call serves the batch).
 
 Intervals: the raw samples of each case are resampled with replacement (`n_bootstrap` times,
 generator seeded with `seed`), every statistic is recomputed from the resampled medians, and the
@@ -45,18 +51,28 @@ from harness.calibration.record import (
 )
 from harness.calibration.runs import MachineRuns
 from harness.errors import HarnessError
+from microbench.params import (
+    CpuExpertParams,
+    DecodeParams,
+    GemmParams,
+    HostBandwidthParams,
+    StageDecodeParams,
+    StagePrefillParams,
+    StorageParams,
+    TransferParams,
+)
 
 DEFAULT_BOOTSTRAP = 200
 MIN_CURVE_POINTS = 2
 MIN_LINK_SIZES = 3
+BYTE_CONVENTION = "β in payload bytes/s, each byte counted once (as nvbandwidth counts a copy)"
 _Q = (2.5, 97.5)
 
 
-def _param(params: dict, *names: str, default: Any = None) -> Any:
-    for n in names:
-        if n in params and params[n] is not None:
-            return params[n]
-    return default
+def _records(rows, cls) -> Any:
+    """The rows whose typed params record (column `record`, microbench.params) is a `cls`."""
+    mask = np.array([isinstance(r, cls) for r in rows["record"]], dtype=bool) if len(rows) else np.zeros(0, dtype=bool)
+    return rows[mask]
 
 
 # ---- primitives (pure) ----
@@ -163,23 +179,34 @@ class _Fitter:
 
     # -- efficiency curves --
 
+    def _usable(self, rows):
+        """Rows a fit may use: valid ones (not above the spec peak), whatever loaded them."""
+        if "valid" in rows.columns and len(rows):
+            bad = rows[~rows["valid"].astype(bool)]
+            if len(bad):
+                self.warnings.append(f"{len(bad)} case(s) marked invalid left out of the fit: "
+                                     + ", ".join(sorted(set(bad["case_id"]))[:5]))
+            rows = rows[rows["valid"].astype(bool)]
+        return rows
+
     def curves(self, suite: str, quantity: str, x_name: str) -> list[EfficiencyCurve]:
         df = self.mr.cases
-        rows = df[df["suite"] == suite]
+        decode = quantity == "decode_bandwidth_efficiency"
+        rows = self._usable(_records(df[df["suite"] == suite], DecodeParams if decode else GemmParams))
         if rows.empty:
             return []
-        decode = quantity == "decode_bandwidth_efficiency"
-        xs, ok = [], []
-        for p in rows["params"]:
-            x = _param(p, "batch") if decode else _param(p, "tokens", "tokens_per_gpu")
-            kind = str(_param(p, "kind", default="step"))
-            ok.append(x is not None and not (decode and "attention" in kind) and not p.get("square"))
-            xs.append(x)
-        rows = rows.assign(_x=xs)[np.array(ok, dtype=bool)]
+        recs = list(rows["record"])
         if decode:
-            rows = rows.assign(_ctx=[_param(p, "context", "context_tokens", default=0) for p in rows["params"]])
+            keep = [r.kind == "step" for r in recs]
+            xs = [r.batch for r in recs]
+            ctxs = [r.context_tokens for r in recs]
+            modes = [r.mode or "" for r in recs]
         else:
-            rows = rows.assign(_ctx=0)
+            keep = [r.tokens is not None and not r.square for r in recs]
+            xs = [r.tokens for r in recs]
+            ctxs = [0] * len(recs)
+            modes = [""] * len(recs)
+        rows = rows.assign(_x=xs, _ctx=ctxs, _mode=modes)[np.array(keep, dtype=bool)]
         peak_col = "peak_bytes_per_s" if decode else "peak_flops_per_s"
         work_col = "useful_bytes" if decode else "useful_flops"
         out: list[EfficiencyCurve] = []
@@ -198,39 +225,64 @@ class _Fitter:
                 self.warnings.append(
                     f"{quantity} on {dev} ({dtype}): no spec bandwidth declared; MBU is against the measured STREAM "
                     f"bandwidth B_D = {stream.value / 1e9:.3g} GB/s")
-            candidates = []
+            if decode:
+                g = self._pick_mode(g, f"{quantity} on {dev} ({dtype})")
+            by_ctx: dict[int, list] = {}
             for (backend, ctx), gb in g.groupby(["backend", "_ctx"], sort=True):
                 pts = self._curve_points(gb, work_col, peak_col)
-                candidates.append((len(pts), float(np.mean([p[1].value for p in pts])) if pts else 0.0, backend, ctx, pts))
-            candidates.sort(key=lambda c: (c[0], c[1]), reverse=True)
-            n, _, backend, ctx, pts = candidates[0]
-            if n < MIN_CURVE_POINTS:
-                xs_have = sorted({p[0] for c in candidates for p in c[4]})
+                by_ctx.setdefault(int(ctx), []).append(
+                    (len(pts), float(np.mean([p[1].value for p in pts])) if pts else 0.0, str(backend), pts))
+            made = 0
+            for ctx, candidates in sorted(by_ctx.items()):
+                candidates.sort(key=lambda c: (c[0], c[1]), reverse=True)
+                n, _, backend, pts = candidates[0]
+                if n < MIN_CURVE_POINTS:
+                    continue
+                vals = np.array([p[1].value for p in pts])
+                # every batch is one design point: equal weights, so the fast cases (which collect more samples in a
+                # time budget) do not pull the pooled value towards themselves
+                fitted = pav_increasing(vals) if decode else vals
+                if decode and not np.allclose(fitted, vals):
+                    dev_pp = float(np.max(np.abs(fitted - vals))) * 100
+                    self.warnings.append(
+                        f"{quantity} on {dev} ({dtype}, context {ctx}): measured points were not monotone in the batch; "
+                        f"pooled by pool-adjacent-violators (equal weight per batch; up to {dev_pp:.1f} percentage "
+                        "points off the measurement)"
+                        + ("; the rising curve of §9.2.3 does not hold here — check whether the large batches are "
+                           "compute-bound or the machine was busy" if dev_pp > 5 else "")
+                    )
+                peak_source = str(g["peak_source"].iloc[0]) if "peak_source" in g.columns else ""
+                if decode:
+                    peak_source += f"; context {ctx} tokens"
+                out.append(EfficiencyCurve(
+                    dev, quantity, x_name, str(dtype), backend, decode, peak_source,  # type: ignore[arg-type]
+                    tuple(CurvePoint(x, est, float(fv), cids) for (x, est, cids), fv in zip(pts, fitted)),
+                    context_tokens=ctx if decode else None,
+                ))
+                made += 1
+            if not made:
+                xs_have = sorted({p[0] for cs in by_ctx.values() for c in cs for p in c[3]})
                 what = "batch sizes" if decode else "token counts"
                 run = ("`harness micro run --suite decode --out results/` without --quick (it sweeps batch 1…64)" if decode
                        else "`harness micro run --suite gemm --out results/` without --quick (it sweeps the token counts)")
                 raise HarnessError(
-                    f"{quantity} on {dev} ({dtype}): measured at {x_name} {xs_have} only; the curve needs at least "
-                    f"{MIN_CURVE_POINTS} {what}. Run {run}."
+                    f"{quantity} on {dev} ({dtype}): measured at {x_name} {xs_have} only (at one context); the curve needs "
+                    f"at least {MIN_CURVE_POINTS} {what}. Run {run}."
                 )
-            vals = np.array([p[1].value for p in pts])
-            fitted = pav_increasing(vals, [p[1].n_samples for p in pts]) if decode else vals
-            if decode and not np.allclose(fitted, vals):
-                dev_pp = float(np.max(np.abs(fitted - vals))) * 100
-                self.warnings.append(
-                    f"{quantity} on {dev} ({dtype}): measured points were not monotone in the batch; pooled by "
-                    f"pool-adjacent-violators (up to {dev_pp:.1f} percentage points off the measurement)"
-                    + ("; the rising curve of §9.2.3 does not hold here — check whether the large batches are "
-                       "compute-bound or the machine was busy" if dev_pp > 5 else "")
-                )
-            peak_source = str(g["peak_source"].iloc[0]) if "peak_source" in g.columns else ""
-            if decode and ctx:
-                peak_source += f"; context {ctx} tokens"
-            out.append(EfficiencyCurve(
-                dev, quantity, x_name, str(dtype), str(backend), decode, peak_source,  # type: ignore[arg-type]
-                tuple(CurvePoint(x, est, float(fv), cids) for (x, est, cids), fv in zip(pts, fitted)),
-            ))
         return out
+
+    def _pick_mode(self, g, what: str):
+        """Graph-captured decode steps when measured (eager ones are launch-bound: a lower bound of MBU)."""
+        modes = set(g["_mode"])
+        if "graph" in modes:
+            if modes - {"graph"}:
+                self.warnings.append(f"{what}: fitted from the CUDA-graph decode steps; the eager ones (launch overhead "
+                                     "included) are left out")
+            return g[g["_mode"] == "graph"]
+        if "eager" in modes:
+            self.warnings.append(f"{what}: only eager decode steps were measured; their MBU includes the launch "
+                                 "overhead and is a lower bound — rerun the decode suite with graph capture")
+        return g
 
     def _curve_points(self, g, work_col: str, peak_col: str) -> list[tuple[float, Estimate, tuple[str, ...]]]:
         pts = []
@@ -255,34 +307,44 @@ class _Fitter:
 
     def links(self) -> list[LinkFit]:
         df = self.mr.cases
-        rows = df[df["suite"] == "transfer"]
+        rows = self._usable(_records(df[df["suite"] == "transfer"], TransferParams))
         if rows.empty:
             return []
-        keep, keys, sizes = [], [], []
-        for p in rows["params"]:
-            size = _param(p, "size_bytes", "size", "bytes") if _param(p, "link") else None  # a case without a link is no link point
-            excluded = (int(_param(p, "chunks", default=1) or 1) > 1 or bool(p.get("bidirectional"))
-                        or bool(p.get("overlap")) or bool(_param(p, "overlap_with")))
-            keep.append(size is not None and not excluded)
-            keys.append((str(_param(p, "link", default="link")), str(_param(p, "direction", default="")),
-                         _param(p, "memory", "host_memory")))
-            sizes.append(float(size) if size is not None else math.nan)
-        rows = rows.assign(_key=keys, _size=sizes)[np.array(keep, dtype=bool)]
+        recs = list(rows["record"])
+        keep = [r.is_link_point for r in recs]
+        keys = [(r.link, r.direction, r.memory, r.method) for r in recs]
+        rows = rows.assign(_key=keys, _size=[float(r.size_bytes) for r in recs],
+                           _counted=[r.bytes_counted for r in recs])[np.array(keep, dtype=bool)]
         out = []
         for key, g in rows.groupby("_key", sort=True):
-            link, direction, memory = key
+            name = ":".join(str(k) for k in key if k)
+            g = self._below_link_peak(g, name)
             by_size = [(s, self.cases(gs)) for s, gs in g.groupby("_size", sort=True)]
             if len(by_size) < MIN_LINK_SIZES:
-                name = ":".join(str(k) for k in key if k)
                 raise HarnessError(
                     f"link {name}: {len(by_size)} transfer size(s) measured ({', '.join(f'{s:.0f} B' for s, _ in by_size)}); "
                     f"fitting α and β needs at least {MIN_LINK_SIZES}. Run `harness micro run --suite transfer --out results/` "
                     "without --quick (it sweeps 4 KiB…1 GiB)."
                 )
-            out.append(self._fit_link(link, direction, memory, by_size))
+            counted = set(g["_counted"])
+            fit = self._fit_link(*key, by_size, counted.pop() if len(counted) == 1 else "mixed")
+            if fit is not None:
+                out.append(fit)
         return out
 
-    def _fit_link(self, link: str, direction: str, memory: Any, by_size) -> LinkFit:
+    def _below_link_peak(self, g, name: str):
+        """Sizes whose own rate is above the link's spec peak are measurement errors: flagged, left out."""
+        rate = g["useful_bytes"].astype(float) / g["median_s"].astype(float)
+        peak = g["peak_bytes_per_s"].astype(float) if "peak_bytes_per_s" in g.columns else rate * np.nan
+        over = (peak > 0) & (rate > peak)
+        if over.any():
+            self.warnings.append(
+                f"link {name}: {int(over.sum())} size(s) ({', '.join(f'{s:.0f} B' for s in sorted(set(g['_size'][over])))}) "
+                "moved bytes faster than the spec peak; a measurement error (cache-served copy, unwaited work) or a wrong "
+                "peak; left out of the α–β fit")
+        return g[~over]
+
+    def _fit_link(self, link: str, direction: str, memory: Any, method: Any, by_size, counted: str) -> LinkFit | None:
         x = np.array([s for s, _ in by_size], dtype=float)
         cases = [c for _, cs in by_size for c in cs]
         med = np.array([float(np.median(np.concatenate([c.times_s for c in cs]))) for _, cs in by_size])
@@ -292,56 +354,68 @@ class _Fitter:
                           for _, cs in by_size])
         ab, bb = wls_line(x, boots, w)
         a0, b0 = float(a[0]), float(b[0])
+        name = ":".join(str(k) for k in (link, direction, memory, method) if k)
         if b0 <= 0:
             raise HarnessError(
-                f"link {link}:{direction}: transfer time does not grow with size (slope {b0:.3g} s/B); the sizes are too "
+                f"link {name}: transfer time does not grow with size (slope {b0:.3g} s/B); the sizes are too "
                 "small or the timings are noise. Rerun the transfer suite with sizes up to 1 GiB."
             )
         bw = 1.0 / b0
+        # β counts the payload once; the case's peak is in the bytes it counted (read+write: 2× the payload)
+        factor = 2.0 if counted == "read+write" else 1.0
+        peaks = [float(c.row.get("peak_bytes_per_s", math.nan)) for c in cases]
+        peaks = [p for p in peaks if math.isfinite(p) and p > 0]
+        if peaks and bw * factor > min(peaks):
+            self.warnings.append(
+                f"link {name}: fitted β = {bw / 1e9:.4g} GB/s of payload ({counted}: {bw * factor / 1e9:.4g} GB/s counted) is "
+                f"above the spec peak {min(peaks) / 1e9:.4g} GB/s; a measurement or spec error — the link is not fitted "
+                "(rerun the transfer suite; check the peak in harness/specs)")
+            return None
         bb = np.where(bb > 0, bb, np.nan)
         alpha = self.estimate(a0, ab, "s", cases, "WLS intercept of T(S) = α + S/β, weights 1/T²")
-        beta = self.estimate(bw, 1.0 / bb, "bytes/s", cases, "WLS 1/slope of T(S) = α + S/β, weights 1/T²")
+        beta = self.estimate(bw, 1.0 / bb, "bytes/s", cases, "WLS 1/slope of T(S) = α + S/β, weights 1/T²; S = payload "
+                             "bytes counted once")
         fitted = a0 + b0 * x
         worst = float(np.max(np.abs((med - fitted) / fitted)))
         if worst > 0.25:
             self.warnings.append(
-                f"link {':'.join(str(k) for k in (link, direction, memory) if k)}: T = α + S/β fits poorly (residuals up "
+                f"link {name}: T = α + S/β fits poorly (residuals up "
                 f"to {worst:.0%}); caches or page effects make the time per byte depend on the size — read β off the "
                 "sizes the model moves (a KV state is ≥ 1 MiB)")
+        convention = BYTE_CONVENTION + ("; the case counted read+write (HBM traffic is 2× the payload)"
+                                        if counted == "read+write" else "")
         return LinkFit(link, direction, None if memory is None else str(memory), alpha, beta, tuple(x.tolist()),
-                       tuple(med.tolist()), tuple(fitted.tolist()), "1/T² (relative error)")
+                       tuple(med.tolist()), tuple(fitted.tolist()), "1/T² (relative error)",
+                       method=None if method is None else str(method), byte_convention=convention)
 
     # -- single constants --
 
-    def _pick(self, suite: str, device: str | None, pred) -> Any:
+    def _typed(self, suite: str, cls, device: str | None = None):
         df = self.mr.cases
         rows = df[df["suite"] == suite]
         if device:
             rows = rows[rows["device_key"] == device]
-        mask = [bool(pred(p, c)) for p, c in zip(rows["params"], rows["case"])]
-        return rows[np.array(mask, dtype=bool)]
+        return self._usable(_records(rows, cls))
 
     def cpu_expert(self) -> Estimate | None:
-        rows = self._pick("moe", "cpu", lambda p, c: "cpu_expert" in str(_param(p, "kind", default="")).replace("-", "_")
-                          or str(c).startswith("cpu-expert"))
+        rows = self._typed("moe", CpuExpertParams, "cpu")
         rows = rows[rows["useful_flops"].astype(float) > 0]
         if rows.empty:
             return None
-        tok = [float(_param(p, "tokens", "m", default=0)) for p in rows["params"]]
-        top = rows[np.array(tok) == max(tok)]
+        tok = np.array([r.tokens for r in rows["record"]])
+        top = rows[tok == tok.max()]
         cases = self.cases(top)
         return self.ratio(cases, sum(float(c.row["useful_flops"]) for c in cases), "FLOP/s",
-                          f"C_C: useful_flops / median_s of the CPU expert case with the most tokens ({max(tok):g})")
+                          f"C_C: useful_flops / median_s of the CPU expert case with the most tokens ({tok.max():g})")
 
     def host_bandwidth(self) -> Estimate | None:
-        rows = self._pick("moe", "cpu", lambda p, c: str(_param(p, "kind", default="")).replace("-", "_") in
-                          ("host_bandwidth", "stream") or str(c).startswith("stream"))
+        rows = self._typed("moe", HostBandwidthParams, "cpu")
         rows = rows[rows["useful_bytes"].astype(float) > 0]
         if rows.empty:
             return None
-        ops = [str(_param(p, "op", default="")) for p in rows["params"]]
+        ops = np.array([r.op for r in rows["record"]])
         if "triad" in ops:
-            rows = rows[np.array(ops) == "triad"]
+            rows = rows[ops == "triad"]
         rows = rows[rows["useful_bytes"].astype(float) == rows["useful_bytes"].astype(float).max()]
         cases = self.cases(rows)
         return self.ratio(cases, sum(float(c.row["useful_bytes"]) for c in cases), "bytes/s",
@@ -349,8 +423,9 @@ class _Fitter:
 
     def storage(self) -> dict[str, Estimate]:
         out = {}
+        rows_all = self._typed("storage", StorageParams)
         for op in ("read", "write"):
-            rows = self._pick("storage", None, lambda p, c, op=op: str(_param(p, "op", "direction", default="")) == op)
+            rows = rows_all[np.array([r.op == op for r in rows_all["record"]], dtype=bool)] if len(rows_all) else rows_all
             rows = rows[rows["useful_bytes"].astype(float) > 0]
             if rows.empty:
                 continue
@@ -362,29 +437,28 @@ class _Fitter:
 
     def stages(self) -> list[StageMeasurement]:
         df = self.mr.cases
-        rows = df[df["suite"] == "stage"]
+        rows = self._usable(df[df["suite"] == "stage"])
         out = []
         for cases in (self.cases(g) for _, g in rows.groupby("case_id", sort=True)):
             r = cases[0].row
-            p = r["params"]
-            phase = str(_param(p, "phase", "stage", default=""))
-            if phase == "prefill":
-                tokens = int(_param(p, "new_tokens", "tokens", default=0))
-                if tokens <= 0:
+            p = r["record"]
+            if isinstance(p, StagePrefillParams):
+                if p.new_tokens <= 0:
                     continue
-                est = self.ratio(cases, tokens, "new tokens/s", "r_P = tokens / median_s")
-                batch, ctx = None, int(_param(p, "cached_tokens", default=0)) or None
-            elif phase == "decode":
-                batch = int(_param(p, "batch", default=0))
-                if batch <= 0:
+                phase = "prefill"
+                est = self.ratio(cases, p.new_tokens, "new tokens/s", "r_P = new_tokens / median_s")
+                tokens, batch, ctx = p.new_tokens, None, p.cached_tokens or None
+            elif isinstance(p, StageDecodeParams):
+                if p.batch <= 0:
                     continue
-                est = self.ratio(cases, batch, "decode calls/s", "r_D = batch / median_s")
-                tokens, ctx = None, int(_param(p, "context", "context_tokens", default=0)) or None
+                phase = "decode"
+                est = self.ratio(cases, p.batch, "decode calls/s", "r_D = batch / median_s")
+                tokens, batch, ctx = None, p.batch, p.context_tokens or None
             else:
                 continue
             pf, pb = float(r.get("peak_flops_per_s", math.nan)), float(r.get("peak_bytes_per_s", math.nan))
             out.append(StageMeasurement(
-                str(r["device_key"]), phase, str(_param(p, "model", "config", default="")), tokens, batch, ctx, est,  # type: ignore[arg-type]
+                str(r["device_key"]), phase, p.model, tokens, batch, ctx, est,  # type: ignore[arg-type]
                 pf if math.isfinite(pf) else None, pb if math.isfinite(pb) else None, str(r["case_id"]),
                 float(r.get("useful_flops", 0.0) or 0.0), float(r.get("useful_bytes", 0.0) or 0.0), str(r.get("dtype", "")),
             ))
@@ -410,6 +484,7 @@ def fit_calibration(mr: MachineRuns, seed: int = 0, n_bootstrap: int = DEFAULT_B
         raise HarnessError(
             f"the runs of {mr.machine} hold no case any constant is fitted from (suites decode, gemm, transfer, moe, "
             "storage, stage); run `harness micro run --suite all --out results/`."
+            + (" Left out: " + "; ".join(dict.fromkeys(f.warnings)) if f.warnings else "")
         )
     from dataclasses import replace
 

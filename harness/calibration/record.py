@@ -86,6 +86,7 @@ class EfficiencyCurve:
     monotone: bool
     peak_source: str
     points: tuple[CurvePoint, ...]
+    context_tokens: int | None = None  # decode: the context the batch sweep ran at (MBU depends on it)
 
     def at(self, x: float, which: Which = "value") -> float:
         xs = np.array([p.x for p in self.points])
@@ -108,15 +109,16 @@ class EfficiencyCurve:
         return {"device": self.device, "quantity": self.quantity, "x_name": self.x_name, "dtype": self.dtype,
                 "backend": self.backend, "monotone": self.monotone, "peak_source": self.peak_source,
                 "interpolation": "piecewise linear in x over the fitted points; end values held outside the range",
-                "points": [p.to_dict() for p in self.points]}
+                "context_tokens": self.context_tokens, "points": [p.to_dict() for p in self.points]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EfficiencyCurve":
         pts = tuple(CurvePoint.from_dict(p) for p in d["points"])
         if not pts:
             raise HarnessError(f"calibration curve {d.get('quantity')!r} of {d.get('device')!r} has no points.")
+        ctx = d.get("context_tokens")
         return cls(d["device"], d["quantity"], d["x_name"], d["dtype"], d["backend"], bool(d["monotone"]),
-                   d["peak_source"], pts)
+                   d["peak_source"], pts, None if ctx is None else int(ctx))
 
 
 @dataclass(frozen=True)
@@ -132,10 +134,12 @@ class LinkFit:
     median_s: tuple[float, ...]
     fitted_s: tuple[float, ...]
     weighting: str
+    method: str | None = None  # how the copies were issued (copy_engine, sm_kernel, a tool's test), when recorded
+    byte_convention: str = ""  # what β counts: payload bytes once (nvbandwidth's convention)
 
     @property
     def key(self) -> str:
-        return ":".join(x for x in (self.link, self.direction, self.memory) if x)
+        return ":".join(x for x in (self.link, self.direction, self.memory, self.method) if x)
 
     @property
     def residual_fraction(self) -> tuple[float, ...]:
@@ -145,13 +149,14 @@ class LinkFit:
         return {"link": self.link, "direction": self.direction, "memory": self.memory,
                 "alpha_s": self.alpha_s.to_dict(), "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s.to_dict(),
                 "sizes_bytes": list(self.sizes_bytes), "median_s": list(self.median_s), "fitted_s": list(self.fitted_s),
-                "residual_fraction": list(self.residual_fraction), "weighting": self.weighting}
+                "residual_fraction": list(self.residual_fraction), "weighting": self.weighting,
+                "method": self.method, "byte_convention": self.byte_convention}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "LinkFit":
         return cls(d["link"], d["direction"], d.get("memory"), Estimate.from_dict(d["alpha_s"]),
                    Estimate.from_dict(d["bandwidth_bytes_per_s"]), tuple(d["sizes_bytes"]), tuple(d["median_s"]),
-                   tuple(d["fitted_s"]), d["weighting"])
+                   tuple(d["fitted_s"]), d["weighting"], d.get("method"), str(d.get("byte_convention", "")))
 
 
 @dataclass(frozen=True)
@@ -224,13 +229,22 @@ class CalibrationRecord:
     harness_version: str = ""
 
     def curve(self, device: str, quantity: str, dtype: str | None = None) -> EfficiencyCurve | None:
-        """The curve for a device and quantity, preferring `dtype`, then bf16, fp16, fp32 in that order."""
+        """The curve for a device and quantity, preferring `dtype`, then bf16, fp16, fp32 in that order
+        (of several decode contexts, the first; `curves_at_contexts` gives them all)."""
+        found = self.curves_at_contexts(device, quantity, dtype)
+        return found[0] if found else None
+
+    def curves_at_contexts(self, device: str, quantity: str, dtype: str | None = None) -> tuple[EfficiencyCurve, ...]:
+        """Every curve of the preferred dtype (see `curve`), one per measured context, by context."""
         cands = [c for c in self.curves if c.device == device and c.quantity == quantity]
         for want in (dtype, "bf16", "fp16", "fp32"):
-            for c in cands:
-                if c.dtype == want:
-                    return c
-        return cands[0] if cands else None
+            got = [c for c in cands if c.dtype == want]
+            if got:
+                return tuple(sorted(got, key=lambda c: c.context_tokens or 0))
+        if not cands:
+            return ()
+        first = cands[0].dtype
+        return tuple(sorted((c for c in cands if c.dtype == first), key=lambda c: c.context_tokens or 0))
 
     @property
     def devices(self) -> tuple[str, ...]:

@@ -1,8 +1,10 @@
 """The runs one calibration is fitted from: one machine's micro runs, their cases and raw samples.
 
-Runs are mixed only when their key facts agree (machine, CPU model, GPU model, GPU driver, the
-harness schema they were written with); otherwise the differing fact is named. Cases marked
-invalid by the microbenchmark (above the spec peak) are left out, with a warning.
+Runs are read through harness.store only, and mixed only when their key facts agree (machine, CPU
+model, GPU model, GPU driver, the harness schema they were written with); otherwise the differing
+fact is named. Each case's params are parsed into their typed record (microbench/params.py,
+column `record`). Cases marked invalid by the microbenchmark (above the spec peak) are left out,
+with a warning. A GPU device is named by its spec (harness/specs/device_names.py).
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from typing import Any
 
 from harness.calibration.record import RunRef
 from harness.errors import HarnessError
+from microbench.params import parse_params
 
-# stored table names: the microbenchmarks write micro_*; "cases"/"samples" are accepted too
-CASE_TABLES = ("micro_cases", "cases")
-SAMPLE_TABLES = ("micro_samples", "samples")
+# stored table names, as the microbenchmarks and the importers write them (harness.store)
+CASE_TABLE = "micro_cases"
+SAMPLE_TABLE = "micro_samples"
+# suites whose cases calibration reads, through the typed params records of microbench/params.py
+CALIBRATION_SUITES = ("decode", "gemm", "transfer", "moe", "storage", "stage")
 
 
 @dataclass(frozen=True)
@@ -37,12 +42,14 @@ def device_key(device: str, gpu_name: str | None) -> str:
     """"cpu" for CPU cases; the GPU spec catalog name for CUDA cases (e.g. "h200-sxm") when known."""
     if not device or device == "cpu":
         return "cpu"
+    if not device.startswith("cuda"):  # an imported tool's device (mlx5_0, nixl-ucx, ...) keeps its own name
+        return device
     if gpu_name:
-        from microbench.backends import gpu_spec_for
+        from harness.specs.device_names import spec_name_for_device
 
-        spec = gpu_spec_for(gpu_name)
+        spec = spec_name_for_device(gpu_name)
         if spec is not None:
-            return spec.name
+            return spec
         from harness.records import slug
 
         return slug(gpu_name)
@@ -50,21 +57,20 @@ def device_key(device: str, gpu_name: str | None) -> str:
 
 
 def _key_facts(run: Any) -> dict[str, Any]:
+    if run.manifest.kind == "import":  # another tool measured another device: only the machine must agree
+        return {"machine": run.manifest.machine}
     facts = run.manifest.key_facts()
-    try:  # the schema the run was written with, not the one it was upgraded to on load
-        facts["schema_version"] = json.loads((run.path / "manifest.json").read_text()).get("schema_version")
-    except (OSError, json.JSONDecodeError):
-        pass
+    facts["schema_version"] = run.stored_schema_version  # the schema the run was written with, not the upgraded one
     return facts
 
 
 def check_key_facts(runs: list[Any]) -> dict[str, Any]:
     """The shared key facts of `runs`; raise naming the first fact that differs and the two runs."""
-    first = runs[0]
+    first = next((r for r in runs if r.manifest.kind != "import"), runs[0])
     ref = _key_facts(first)
-    for r in runs[1:]:
+    for r in runs:
         facts = _key_facts(r)
-        for k in ref:
+        for k in ref if r.manifest.kind != "import" else facts:
             if facts.get(k) != ref[k]:
                 raise HarnessError(
                     f"runs differ in key fact {k!r}: {first.manifest.run_id} has {ref[k]!r}, {r.manifest.run_id} has "
@@ -74,16 +80,13 @@ def check_key_facts(runs: list[Any]) -> dict[str, Any]:
     return ref
 
 
-def _table(run: Any, names: tuple[str, ...]):
-    have = run.tables()
-    for n in names:
-        if n in have:
-            return run.table(n)
-    return None
+def _table(run: Any, name: str):
+    return run.table(name) if name in run.tables() else None
 
 
-def load_machine_runs(path: str | Path, kind: str = "micro") -> MachineRuns:
-    """Every `kind` run below `path` (results/<machine>/, one run, or results/ holding one machine)."""
+def load_machine_runs(path: str | Path, kind: str | tuple[str, ...] = ("micro", "import")) -> MachineRuns:
+    """Every run of `kind` below `path` (results/<machine>/, one run, or results/ holding one machine): micro runs
+    and imported tools' runs (perftest, nixlbench, nvbandwidth ...), which share the micro_* tables."""
     import pandas as pd
 
     from harness.store import iter_runs
@@ -91,10 +94,12 @@ def load_machine_runs(path: str | Path, kind: str = "micro") -> MachineRuns:
     p = Path(path)
     if not p.exists():
         raise HarnessError(f"{p} does not exist; give results/<machine>/ (run `harness micro run --out results/` first).")
-    runs = list(iter_runs(p, kind=kind))
+    kinds = (kind,) if isinstance(kind, str) else tuple(kind)
+    runs = [r for r in iter_runs(p) if r.manifest.kind in kinds]
+    kind = " or ".join(repr(k) for k in kinds)
     if not runs:
         raise HarnessError(
-            f"no {kind!r} runs below {p}; measure some with `harness micro run --suite all --out results/` and give "
+            f"no {kind} runs below {p}; measure some with `harness micro run --suite all --out results/` and give "
             "results/<machine>/."
         )
     machines = sorted({r.manifest.machine for r in runs})
@@ -115,10 +120,10 @@ def load_machine_runs(path: str | Path, kind: str = "micro") -> MachineRuns:
     if not usable:
         raise HarnessError(f"every {kind} run below {p} is incomplete; rerun the microbenchmarks.")
     facts = check_key_facts(usable)
-    gpu_name = usable[0].manifest.gpu_name
+    gpu_name = next((r.manifest.gpu_name for r in usable if r.manifest.kind != "import"), usable[0].manifest.gpu_name)
     frames, sframes, refs = [], [], []
     for r in usable:
-        cases = _table(r, CASE_TABLES)
+        cases = _table(r, CASE_TABLE)
         suites = tuple(r.manifest.extra.get("suites", ())) if isinstance(r.manifest.extra, dict) else ()
         refs.append(RunRef(r.manifest.run_id, r.manifest.kind, r.manifest.status, float(r.manifest.created_unix_s), suites))
         if cases is None or cases.empty:
@@ -127,7 +132,7 @@ def load_machine_runs(path: str | Path, kind: str = "micro") -> MachineRuns:
         cases = cases.copy()
         cases["run_id"] = r.manifest.run_id
         frames.append(cases)
-        samples = _table(r, SAMPLE_TABLES)
+        samples = _table(r, SAMPLE_TABLE)
         if samples is not None and not samples.empty:
             samples = samples[["case_id", "time_s"]].copy()
             samples["run_id"] = r.manifest.run_id
@@ -137,6 +142,13 @@ def load_machine_runs(path: str | Path, kind: str = "micro") -> MachineRuns:
     cases = pd.concat(frames, ignore_index=True)
     cases["params"] = [json.loads(x) if isinstance(x, str) and x else {} for x in cases["params_json"]]
     cases["device_key"] = [device_key(d, gpu_name) for d in cases["device"]]
+    cases["record"] = [parse_params(p, str(cid)) for p, cid in zip(cases["params"], cases["case_id"])]
+    for suite in CALIBRATION_SUITES:
+        mine = cases[cases["suite"] == suite]
+        if len(mine) and all(r is None for r in mine["record"]):
+            warnings.append(
+                f"suite {suite}: {len(mine)} case(s) carry no typed params record (written before microbench/params.py, "
+                f"or not a calibration input); none is used — rerun `harness micro run --suite {suite}`")
     if "valid" in cases.columns:
         bad = cases[~cases["valid"].astype(bool)]
         if len(bad):

@@ -16,6 +16,16 @@ from pathlib import Path
 import numpy as np
 
 from harness.specs.models import get_model
+from microbench.params import (
+    CpuExpertParams,
+    DecodeParams,
+    GemmParams,
+    HostBandwidthParams,
+    StageDecodeParams,
+    StagePrefillParams,
+    StorageParams,
+    TransferParams,
+)
 
 
 def chapter_decode_mbu(batch: float) -> float:
@@ -85,53 +95,53 @@ def _cases(m: SyntheticMachine, rng: np.random.Generator):
         for t, mfu in zip(m.prefill_tokens, m.prefill_mfu):
             for proj, (k, n) in _projections(m.model).items():
                 flops = 2.0 * t * n * k
-                yield ("gemm", f"{m.model}-{proj}-t{t}", m.dtype, {"model": m.model, "projection": proj, "tokens": t,
-                       "m": t, "n": n, "k": k}, {"useful_flops": flops, "useful_bytes": (t * k + k * n + t * n) * eb},
+                yield ("gemm", f"{m.model}-{proj}-t{t}", m.dtype, GemmParams(model=m.model, projection=proj, tokens=t, m=t, n=n,
+                       k=k).to_params(), {"useful_flops": flops, "useful_bytes": (t * k + k * n + t * n) * eb},
                        flops / (mfu * m.peak_flops_per_s))
     if "decode" in m.suites:
         weights = 16.4e9 if m.gpu_name else 0.5e9
         for b, mbu in zip(m.decode_batches, m.decode_mbu):
             nbytes = weights + b * m.decode_context * 147456.0 * (1 if m.gpu_name else 0.05)
-            yield ("decode", f"step-b{b}-c{m.decode_context}", m.dtype, {"batch": b, "context": m.decode_context,
-                   "kind": "step"}, {"useful_bytes": nbytes, "useful_flops": 2.0 * weights / eb * b}, nbytes / (mbu * m.peak_bytes_per_s))
+            yield ("decode", f"step-b{b}-c{m.decode_context}", m.dtype, DecodeParams(model=m.model, kind="step", batch=b,
+                   context_tokens=m.decode_context, mode="graph" if m.gpu_name else None).to_params(), {"useful_bytes": nbytes, "useful_flops": 2.0 * weights / eb * b}, nbytes / (mbu * m.peak_bytes_per_s))
     if "transfer" in m.suites:
         for link, direction, memory, alpha, bw in m.links:
             for s in m.transfer_sizes:
-                params = {"link": link, "direction": direction, "size_bytes": s}
-                if memory:
-                    params["memory"] = memory
+                params = TransferParams(link=link, direction=direction, size_bytes=s, memory=memory,
+                                        bytes_counted="once").to_params()
                 yield ("transfer", f"{link}-{direction}-{memory or 'any'}-{s}", "u8", params, {"useful_bytes": float(s)},
                        alpha + s / bw)
             # a chunked case, which the α–β fit must leave out
             s = 2 * 2**20
-            yield ("transfer", f"{link}-{direction}-chunks72", "u8", {"link": link, "direction": direction,
-                   "size_bytes": s, "chunks": 72, **({"memory": memory} if memory else {})}, {"useful_bytes": float(s)},
+            yield ("transfer", f"{link}-{direction}-chunks72", "u8", TransferParams(link=link, direction=direction,
+                   size_bytes=s, chunks=72, memory=memory, bytes_counted="once").to_params(), {"useful_bytes": float(s)},
                    72 * alpha + s / bw)
     if "moe" in m.suites:
         pe = 3 * 4096 * 1536  # Qwen3-235B-A22B routed expert
         for tok in (1, 16, 256):
             flops = 2.0 * tok * pe
             t = max(flops / m.cpu_expert_flops_per_s, pe * 2 / m.host_memory_bandwidth_bytes_per_s)
-            yield ("moe", f"cpu-expert-t{tok}", "bf16", {"kind": "cpu_expert", "tokens": tok, "params": pe},
+            yield ("moe", f"cpu-expert-t{tok}", "bf16", CpuExpertParams(tokens=tok, expert_params=pe,
+                   expert_weight_bytes=pe * 2.0).to_params(),
                    {"useful_flops": flops, "useful_bytes": pe * 2.0}, t)
         for op, arrays in (("copy", 2), ("triad", 3)):
             nbytes = arrays * 8.0 * 2**27
-            yield ("moe", f"stream-{op}", "fp64", {"kind": "host_bandwidth", "op": op, "array_bytes": 8 * 2**27},
+            yield ("moe", f"stream-{op}", "fp64", HostBandwidthParams(op=op, array_bytes=8 * 2**27).to_params(),
                    {"useful_bytes": nbytes}, nbytes / m.host_memory_bandwidth_bytes_per_s)
     if "storage" in m.suites:
         for op, bw in (("read", m.storage_read_bytes_per_s), ("write", m.storage_write_bytes_per_s)):
             s = 256 * 2**20
-            yield ("storage", f"seq-{op}-{s}", "u8", {"op": op, "size_bytes": s, "path": "/tmp", "direct_io": True},
+            yield ("storage", f"seq-{op}-{s}", "u8", StorageParams(op=op, file_bytes=s, block_bytes=2**20, path="/tmp",
+                   direct_io=True).to_params(),
                    {"useful_bytes": float(s)}, s / bw)
     if "stage" in m.suites:
         from harness.model.forward import decode_step_work, prefill_work
 
         md = get_model(m.model)
         pw, dw = prefill_work(md, 8192, 0, eb, eb), decode_step_work(md, 32, 8704, eb, eb)
-        yield ("stage", f"{m.model}-prefill-t8192", m.dtype, {"phase": "prefill", "model": m.model, "tokens": 8192},
+        yield ("stage", f"{m.model}-prefill-t8192", m.dtype, StagePrefillParams(model=m.model, new_tokens=8192).to_params(),
                {"useful_flops": pw.flops, "useful_bytes": pw.bytes}, 8192 / m.stage_prefill_tokens_per_s)
-        yield ("stage", f"{m.model}-decode-b32-c8704", m.dtype, {"phase": "decode", "model": m.model, "batch": 32,
-               "context_tokens": 8704}, {"useful_flops": dw.flops, "useful_bytes": dw.bytes}, 32 / m.stage_decode_calls_per_s)
+        yield ("stage", f"{m.model}-decode-b32-c8704", m.dtype, StageDecodeParams(model=m.model, batch=32, context_tokens=8704).to_params(), {"useful_flops": dw.flops, "useful_bytes": dw.bytes}, 32 / m.stage_decode_calls_per_s)
 
 
 def write_synthetic_run(results_dir: str | Path, m: SyntheticMachine, seed: int = 0, run_id: str | None = None) -> Path:

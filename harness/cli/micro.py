@@ -43,12 +43,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(_micro_main=main_list)
 
-    im = sub.add_parser("import", help="import nvbandwidth -j, nccl-tests -J or pytest-benchmark JSON as a run")
-    im.add_argument("format", choices=["nvbandwidth", "nccl-tests", "pytest-benchmark"])
-    im.add_argument("file", help="the tool's JSON output file")
+    im = sub.add_parser("import", help="import nvbandwidth -j, nccl-tests -J, pytest-benchmark JSON, perftest "
+                        "(ib_write_bw/ib_read_bw text or --out_json) or nixlbench output as a run")
+    im.add_argument("format", choices=["nvbandwidth", "nccl-tests", "pytest-benchmark", "perftest", "nixlbench"])
+    im.add_argument("file", help="the tool's output file (perftest: also a directory of --out_json files, one per size)")
+    im.add_argument("--units", choices=["MiB/s", "Gb/s"], default=None,
+                    help="perftest --out_json only: the BW unit of the run (default MiB/s, perftest's own; Gb/s for "
+                    "--report_gbits)")
     im.add_argument("--out", default="results", help="results directory (default: results/)")
     im.add_argument("--json", action="store_true", help="print the summary as JSON")
     im.set_defaults(_micro_main=main_import)
+
+    pr = sub.add_parser("params", help="list the typed params records calibration reads (record, field, type, unit)")
+    pr.add_argument("--json", action="store_true", help="print JSON")
+    pr.set_defaults(_micro_main=main_params)
+
+    dv = sub.add_parser("import-device", help="file a returned device-check run.tar.gz into results/ under the device's "
+                        "machine name")
+    dv.add_argument("tarball", help="run.tar.gz from microbench/device_check.sh's output folder")
+    dv.add_argument("--out", default="results", help="results directory (default: results/)")
+    dv.add_argument("--json", action="store_true", help="print what was filed as JSON")
+    dv.set_defaults(_micro_main=main_import_device)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -101,10 +116,41 @@ def main_list(args: argparse.Namespace) -> int:
 def main_import(args: argparse.Namespace) -> int:
     from harness.importers import import_to_run
 
-    summary = import_to_run(args.format, args.file, args.out, command_line=["harness", *sys.argv[1:]])
+    options = {"units": args.units} if args.units else {}
+    if options and args.format != "perftest":
+        from harness.errors import HarnessError
+
+        raise HarnessError(f"--units applies to perftest imports only, not {args.format}; leave it out.")
+    summary = import_to_run(args.format, args.file, args.out, command_line=["harness", *sys.argv[1:]], **options)
     if args.json:
         print_json(summary)
     else:
         print(f"imported {summary['cases']} case(s) from {args.file} ({args.format}) -> {summary['path']}")
     return 0
 
+
+
+def main_import_device(args: argparse.Namespace) -> int:
+    from harness.importers.device_run import import_device_run
+
+    summary = import_device_run(args.tarball, args.out)
+    if args.json:
+        print_json(summary)
+        return 0
+    for r in summary["runs"]:
+        print(f"filed {r['run_id']} ({r['status']}) -> {r['path']}")
+    print(f"checks: {', '.join(summary['checks']) or 'none'}")
+    return 0
+
+
+def main_params(args: argparse.Namespace) -> int:
+    from microbench.params import describe
+
+    rows = describe()
+    if args.json:
+        print_json(rows)
+        return 0
+    for r in rows:
+        unit = f" [{r['unit']}]" if r["unit"] else ""
+        print(f"{r['record']:22s} {r['name']:24s} {r['type']:32s}{unit} {r['doc']}")
+    return 0

@@ -19,6 +19,8 @@ IMPORTERS: dict[str, str] = {
     "nvbandwidth": "harness.importers.nvbandwidth",
     "nccl-tests": "harness.importers.nccl_tests",
     "pytest-benchmark": "harness.importers.pytest_benchmark",
+    "perftest": "harness.importers.perftest",
+    "nixlbench": "harness.importers.nixlbench",
 }
 
 
@@ -46,18 +48,19 @@ def require(d: Any, key: str, where: str, tool: str) -> Any:
     return d[key]
 
 
-def parse(fmt: str, path: str | Path) -> Imported:
+def parse(fmt: str, path: str | Path, **options: Any) -> Imported:
     if fmt not in IMPORTERS:
         raise HarnessError(f"import format {fmt!r} is unknown; known: {', '.join(IMPORTERS)}.")
-    return importlib.import_module(IMPORTERS[fmt]).parse(path)
+    return importlib.import_module(IMPORTERS[fmt]).parse(path, **options)
 
 
-def import_to_run(fmt: str, path: str | Path, out: str | Path = "results", command_line: list[str] | None = None) -> dict[str, Any]:
+def import_to_run(fmt: str, path: str | Path, out: str | Path = "results", command_line: list[str] | None = None,
+                  **options: Any) -> dict[str, Any]:
     """Parse `path` and write it as results/<machine>/<run_id>/ (kind "import"); returns a summary."""
     from harness.records import new_manifest
     from harness.store import RunWriter
 
-    imp = parse(fmt, path)
+    imp = parse(fmt, path, **options)
     manifest = new_manifest(
         "import", gpu_name=imp.facts.get("gpu_name"), gpu_driver=imp.facts.get("driver"), cuda_version=imp.facts.get("cuda_version"),
         command_line=command_line, extra={"tool": imp.tool, "source_file": str(path), "tool_facts": imp.facts},

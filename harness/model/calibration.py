@@ -35,7 +35,7 @@ class ConstantProvenance:
     value: float | None
     low: float | None
     high: float | None
-    at: Mapping[str, int] | None  # the x the curve was read at ({"batch": 32}); None for a scalar
+    at: Mapping[str, float] | None  # where the curve was read ({"batch": 32, "context_tokens": 8704}); None for a scalar
     source: str
     run_ids: tuple[str, ...]
 
@@ -54,8 +54,9 @@ class Calibration(Protocol):
         ...
 
     def efficiency(self, gpu: str, decode_batch: int, prefill_tokens: int, dtype: str,
-                   which: Which = "value") -> Efficiency | None:
-        """Efficiency of `gpu` at the decode batch and prefill tokens per GPU, or None when nothing was measured."""
+                   which: Which = "value", decode_context_tokens: float | None = None) -> Efficiency | None:
+        """Efficiency of `gpu` at the decode batch (and mean decode context) and prefill tokens per GPU, or None when
+        nothing was measured; decode MBU depends on the context, so a calibration may refuse contexts it did not measure."""
         ...
 
     def link(self, name: str | None, which: Which = "value") -> LinkConstants | None:
@@ -63,6 +64,7 @@ class Calibration(Protocol):
         ...
 
     def provenance(self, gpus: Sequence[str], link_name: str | None, decode_batch: int, prefill_tokens: int,
-                   dtype: str, link_default: LinkConstants | None) -> Sequence[ConstantProvenance]:
+                   dtype: str, link_default: LinkConstants | None,
+                   decode_context_tokens: float | None = None) -> Sequence[ConstantProvenance]:
         """One row per constant the plan uses (`link_default`: the scenario's own link, shown where none was fitted)."""
         ...

@@ -9,7 +9,7 @@ import math
 from harness.errors import HarnessError
 from harness.model import capacity, deployment, queueing
 from harness.model.calibration import Calibration, ConstantProvenance, LinkConstants, Which
-from harness.model.forward import param_counts
+from harness.model.forward import mean_decode_context, param_counts
 from harness.model.kv import double_buffer_memory, kv_bytes, kv_bytes_per_token, transfer_time_s
 from harness.model.plan_records import (
     CalibrationSection,
@@ -58,7 +58,8 @@ def efficiency_for(s: Scenario, gpu: str, calibration: Calibration | None = None
     measured = None
     if calibration is not None:
         w = s.workload
-        measured = calibration.efficiency(gpu, w.decode_batch, w.input_tokens - w.cached_prefix_tokens, w.weight_dtype, which)
+        measured = calibration.efficiency(gpu, w.decode_batch, w.input_tokens - w.cached_prefix_tokens, w.weight_dtype, which,
+                                          decode_context_tokens=mean_decode_context(w.input_tokens, w.output_tokens))
     if measured is not None:
         eff = measured
     else:
@@ -292,7 +293,7 @@ def _calibration_section(s: Scenario, model: ModelSpec, work: Workload, calibrat
     )
     rows: tuple[ConstantProvenance, ...] = tuple(calibration.provenance(
         [p.gpu for p in s.pools], s.link.spec if s.link else None, work.decode_batch, work.new_tokens,
-        s.workload.weight_dtype, link_default,
+        s.workload.weight_dtype, link_default, decode_context_tokens=work.mean_context_tokens,
     ))
     return CalibrationSection(file=calibration.source, machine=calibration.machine, constants=rows, capacity_interval=interval)
 

@@ -49,14 +49,33 @@ def _proxy_for(rec: CalibrationRecord, gpus: list[str], mode: str) -> tuple[dict
         if bad or not pairs:
             raise HarnessError(f"--proxy {mode!r}: give GPU=DEVICE pairs with a measured device; measured: {', '.join(rec.devices) or 'none'}.")
         return pairs, "proxy as given: " + ", ".join(f"{g} ← {d}" for g, d in pairs.items())
+    from harness.specs.device_names import device_family
+
     missing = [g for g in gpus if g not in rec.devices and g not in rec.proxy]
     cands = [d for d in rec.devices if any(c.device == d for c in rec.curves)]
     if not missing or not cands:
         return {}, "no proxy needed" if not missing else "nothing measured that could stand in"
-    best = max(cands, key=lambda d: (d != "cpu", sum(len(c.points) for c in rec.curves if c.device == d)))
-    return ({g: best for g in missing},
-            f"proxy (auto): the efficiency curves measured on {best} stand for {', '.join(missing)}, as the chapter applied "
-            "curves measured on an RTX PRO 6000 to A100 and H20 (§9.2.3); links keep their datasheet values unless measured")
+    # only within one device family (hardware generation): a CPU's or another generation's efficiency is not this GPU's
+    pairs, refused = {}, []
+    for g in missing:
+        fam = device_family(g)
+        same = [d for d in cands if fam is not None and device_family(d) == fam]
+        if same:
+            pairs[g] = max(same, key=lambda d: sum(len(c.points) for c in rec.curves if c.device == d))
+        else:
+            refused.append(g)
+    notes = []
+    if pairs:
+        notes.append("proxy (auto, same device family only): " + ", ".join(
+            f"the efficiency curves measured on {d} stand for {g} ({device_family(g)})" for g, d in pairs.items()))
+    if refused:
+        fams = ", ".join(f"{d} ({device_family(d) or 'unknown'})" for d in cands)
+        gone = ", ".join(f"{g} ({device_family(g) or 'unknown'})" for g in refused)
+        notes.append(f"not applied across device families: {gone} "
+                     f"keep the datasheet defaults, since only {fams} was measured; pass --proxy {refused[0]}={cands[0]} to "
+                     "apply them anyway, as the chapter applied RTX PRO 6000 curves to A100 and H20 (§9.2.3)")
+    notes.append("links keep their datasheet values unless measured")
+    return pairs, "; ".join(notes)
 
 
 def render(path: str | Path, out_dir: str | Path, options: ReportOptions | None = None) -> list[Path]:
@@ -88,15 +107,17 @@ def render(path: str | Path, out_dir: str | Path, options: ReportOptions | None 
     p_default = plan(scenario, include_grid=False)
     p_cal = plan(scenario, calibration=constants, include_grid=False)
 
+    synthetic = _synthetic_runs(path)
     page = Page(
-        f"Calibration report: {rec.machine}",
-        f"{len(rec.runs)} run(s); constants {cal_source}; scenario {scenario.name} ({scenario.source}). "
+        f"Calibration report: {rec.machine}" + (" (SYNTHETIC runs)" if synthetic else ""),
+        (f"SYNTHETIC: {len(synthetic)} run(s) were generated from known constants, not measured. " if synthetic else "")
+        + f"{len(rec.runs)} run(s); constants {cal_source}; scenario {scenario.name} ({scenario.source}). "
         "Rendered from stored results only; intervals are 95% bootstrap intervals over raw samples "
         f"({rec.n_bootstrap} resamples, seed {rec.seed}).",
     )
     _inputs(page, rec, mr)
     _constants(page, rec, p_cal, proxy_note)
-    _what_changed(page, p_default, p_cal, scenario)
+    _what_changed(page, p_default, p_cal, scenario, proxy_note)
     if mr is not None:
         _rooflines(page, mr)
     _efficiency(page, rec, scenario)
@@ -106,6 +127,15 @@ def render(path: str | Path, out_dir: str | Path, options: ReportOptions | None 
     _stages(page, rec, scenario)
     _load(page, path, o, p_default, p_cal, scenario)
     return page.write(out_dir)
+
+
+def _synthetic_runs(path: Any) -> list[str]:
+    from harness.store import iter_runs
+
+    try:
+        return [r.manifest.run_id for r in iter_runs(path) if r.manifest.kind != "load" and _simulated(r)]
+    except HarnessError:
+        return []
 
 
 # ---- sections ----
@@ -157,8 +187,12 @@ def _constants(page: Page, rec: CalibrationRecord, p_cal: Plan, proxy_note: str)
                          "Every constant of the plan, and whether it is a measurement or a datasheet default."))
 
 
-def _what_changed(page: Page, p_default: Plan, p_cal: Plan, scenario: Any) -> None:
+def _what_changed(page: Page, p_default: Plan, p_cal: Plan, scenario: Any, proxy_note: str = "") -> None:
     s = page.section("What changed: the chapter's conclusions with calibrated constants")
+    origins = {c.origin for c in (p_cal.calibration.constants if p_cal.calibration is not None else ())}
+    if origins <= {"datasheet default"}:
+        s.items.append("No measured constant applies to this scenario's GPUs, so the calibrated column repeats the "
+                       f"datasheet column ({proxy_note}).")
     rows = []
     for c in evaluate(p_default, p_cal):
         yn = lambda h: "n/a" if h is None else ("holds" if h else "FAILS")  # noqa: E731
@@ -212,7 +246,8 @@ def _links(page: Page, rec: CalibrationRecord) -> None:
         s.items.append("No transfer cases were measured; links keep their datasheet values.")
     for lf in rec.links:
         s.items.append(Figure(f"link-{_slug(lf.key)}", f"α–β fit of {lf.key}", F.link_fit(lf),
-                              f"T(S) = α + S/β by weighted least squares ({lf.weighting}); residual = (measured − fit)/fit."))
+                              f"T(S) = α + S/β by weighted least squares ({lf.weighting}); residual = (measured − fit)/fit."
+                              + (f" Bytes: {lf.byte_convention}." if lf.byte_convention else "")))
 
 
 def _grid(p: Plan) -> tuple[np.ndarray, list[tuple[int, int]], list[str]] | None:
@@ -313,7 +348,11 @@ def _load(page: Page, path: Any, o: ReportOptions, p_default: Plan, p_cal: Plan,
 
     s = page.section("End-to-end: predicted vs measured throughput and TTFT")
     roots = [Path(o.load)] if o.load else [Path(path)]
-    runs = [r for root in roots if root.exists() for r in iter_runs(root, kind="load")]
+    found = [r for root in roots if root.exists() for r in iter_runs(root, kind="load")]
+    runs = [r for r in found if not _simulated(r)]
+    if len(runs) < len(found):
+        s.items.append(f"{len(found) - len(runs)} load run(s) against a simulated target left out: its timings come from "
+                       "the model itself, so comparing them with the model proves nothing.")
     if not runs:
         s.items.append("No end-to-end load runs (kind \"load\") were found; run `make bench-pd` and pass --load results/<machine>/.")
         return
@@ -341,6 +380,14 @@ def _load(page: Page, path: Any, o: ReportOptions, p_default: Plan, p_cal: Plan,
                          f"Model throughput min(λ, μ) of scenario {scenario.name}; model TTFT = fastest prefill + KV hand-off, "
                          "no queueing (a lower bound)."))
     s.items.append(Figure("load-throughput", "Throughput: measured vs model", F.predicted_vs_measured(fig_rows, "Throughput", "req/s")))
+
+
+def _simulated(run: Any) -> bool:
+    """A run whose target or measurements were simulated (the embedded target, a synthetic micro run)."""
+    m = run.manifest
+    engine = m.engine if isinstance(m.engine, dict) else {}
+    extra = m.extra if isinstance(m.extra, dict) else {}
+    return bool(engine.get("simulated") or extra.get("simulated") or extra.get("synthetic"))
 
 
 def _load_summary(run: Any) -> tuple[float, float | None, float | None] | None:

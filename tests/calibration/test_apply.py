@@ -40,7 +40,7 @@ def test_decode_efficiency_read_at_the_scenario_batch(tmp_path):
     assert e.compute == pytest.approx(0.62, abs=0.006)  # prefill at 8192 tokens per GPU
     assert "measured" in e.source and "proxy" in e.source
     rows = {c.constant: c for c in r.calibration.constants}
-    assert rows["h20-96gb.bandwidth_efficiency"].at == {"batch": 32}
+    assert rows["h20-96gb.bandwidth_efficiency"].at == {"batch": 32, "context_tokens": 8704.0}
     assert rows["h20-96gb.bandwidth_efficiency"].origin == "measured (proxy: h200-sxm)"
     assert rows["link.nic-200g.bandwidth_bytes_per_s"].origin == "datasheet default"
     ci = r.calibration.capacity_interval

@@ -148,7 +148,7 @@ def test_too_few_transfer_sizes_says_what_to_run(tmp_path):
 def test_missing_and_mixed_directories_are_errors(tmp_path):
     with pytest.raises(HarnessError, match="does not exist"):
         load_machine_runs(tmp_path / "nope")
-    with pytest.raises(HarnessError, match="no 'micro' runs"):
+    with pytest.raises(HarnessError, match="no 'micro' or 'import' runs"):
         load_machine_runs(tmp_path)
     write_synthetic_run(tmp_path, dataclasses.replace(GPU, suites=("decode",)), 1)
     write_synthetic_run(tmp_path, dataclasses.replace(CPU_MACHINE, suites=("decode",)), 1)

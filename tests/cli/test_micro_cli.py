@@ -45,3 +45,11 @@ def test_import_cli(tmp_path, capsys):
     f = Path(__file__).parents[1] / "data" / "importers" / "nvbandwidth.json"
     assert main(["micro", "import", "nvbandwidth", str(f), "--out", str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["cases"] == 4
+
+
+def test_params_lists_the_typed_contract(capsys):
+    from harness.cli import main
+
+    assert main(["micro", "params"]) == 0
+    out = capsys.readouterr().out
+    assert "decode/1" in out and "context_tokens" in out and "[tokens]" in out and "transfer/1" in out

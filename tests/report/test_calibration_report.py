@@ -68,7 +68,10 @@ def test_markdown_summary_links_figures_and_tables(report):
     assert "| conclusion | source | chapter | datasheet defaults | calibrated [95%] | verdict |" in md
     # the datasheet column reproduces the chapter: 4.55 req/s and the 43 s drain (example 9.2, §9.6.1)
     assert "4.55 req/s (holds)" in md and "43.2 s (holds)" in md
-    assert "measured (proxy: h200-sxm)" in md and "proxy (auto)" in md
+    # same device family only: H200 (Hopper) stands for H20 (Hopper), not for A100 (Ampere)
+    assert "measured (proxy: h200-sxm)" in md and "proxy (auto, same device family only)" in md
+    assert "the efficiency curves measured on h200-sxm stand for h20-96gb (hopper)" in md
+    assert "not applied across device families: a100-80gb-sxm (ampere)" in md
 
 
 def test_load_runs_are_compared_when_present(tmp_path):
@@ -91,7 +94,11 @@ def test_report_cli_picks_the_renderer_by_run_kind(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0 and str(tmp_path / "r" / "index.html") in out
     md = (tmp_path / "r" / "summary.md").read_text()
-    assert "efficiency curves measured on cpu stand for a100-80gb-sxm, h20-96gb" in md
+    # issue 17: a CPU's efficiency is not applied to A100/H20 by default; the report says how to ask for it
+    assert "not applied across device families: a100-80gb-sxm (ampere), h20-96gb (hopper)" in md
+    assert "--proxy a100-80gb-sxm=cpu" in md and "calibrated column repeats the datasheet column" in md
+    assert "FAILS" not in md.split("What changed")[1].split("##")[0]
+    assert "SYNTHETIC" in md
 
 
 def test_report_cli_errors(tmp_path, capsys):
@@ -102,3 +109,21 @@ def test_report_cli_errors(tmp_path, capsys):
     code = main(["report", str(FIXTURES / "synthetic-cpu"), "--to", str(tmp_path / "r"), "--proxy", "h20-96gb=tpu"])
     err = capsys.readouterr().err
     assert code == 1 and "measured: cpu" in err and "Traceback" not in err
+
+
+def test_simulated_load_runs_are_kept_out(tmp_path):
+    import shutil
+
+    shutil.copytree(FIXTURES / "synthetic-h200", tmp_path / "m")
+    mf = new_manifest("load", run_id="load-simulated", machine="m", engine={"name": "harness-simulated", "simulated": True})
+    with RunWriter(mf, tmp_path) as w:
+        w.write_json("summary.json", {"load": {"request_throughput_per_s": 3.4, "ttft_s": {"p50": 0.95}}})
+    render(tmp_path / "m", tmp_path / "out", ReportOptions(n_bootstrap=20))
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert "load-simulated" not in md and "1 load run(s) against a simulated target left out" in md
+
+
+def test_explicit_cross_family_proxy_is_still_possible(tmp_path):
+    render(FIXTURES / "synthetic-cpu", tmp_path / "out", ReportOptions(n_bootstrap=20, proxy="a100-80gb-sxm=cpu"))
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert "proxy as given: a100-80gb-sxm ← cpu" in md and "measured (proxy: cpu)" in md
