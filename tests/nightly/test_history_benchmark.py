@@ -39,4 +39,5 @@ def test_history_of_300_runs_loads_and_plots_in_seconds(big_history, tmp_path, b
     assert len(h) == N_RUNS * N_CONSTANTS and h["run_id"].nunique() == N_RUNS
     assert len(res) == N_CONSTANTS and not [r for r in res if r.status == "drift"]
     assert sum(p.suffix == ".png" for p in paths) == N_CONSTANTS // 12  # 12 panels per trend figure
-    assert elapsed < 30.0  # loose: a shared 2-core machine; typically a few seconds
+    if not benchmark.disabled:  # the speed goal is a benchmark (`make bench`), not a timed test
+        assert elapsed < 30.0

@@ -1,7 +1,6 @@
 """The nightly pipeline end to end on the CPU (quick form), and drift through the CLI: exit 3 naming the constants."""
 
 import dataclasses
-import time
 
 import pytest
 
@@ -14,9 +13,7 @@ def test_nightly_quick_end_to_end(tmp_path, capsys):
     res, hist, rep = tmp_path / "results", tmp_path / "results" / "history", tmp_path / "reports"
     argv = ["nightly", "--quick", "--suite", "transfer", "--device", "cpu", "--results", str(res), "--history", str(hist),
             "--report-dir", str(rep)]
-    t0 = time.perf_counter()
     assert main(argv) == 0
-    elapsed = time.perf_counter() - t0
     out = capsys.readouterr().out.splitlines()
     report = [ln for ln in out if ln.startswith("report: ")]
     assert len(report) == 1 and report[0].endswith("index.html")
@@ -29,7 +26,6 @@ def test_nightly_quick_end_to_end(tmp_path, capsys):
     assert "Pipeline" in html and "Trends" in html and "data:image/png;base64," in html
     # every step either ran or says why it did not
     assert "calibration" in html
-    assert elapsed < 150
 
 
 def _transfer_rate_change(size: float, alpha: float, bw0: float, bw1: float) -> float:

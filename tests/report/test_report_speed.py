@@ -1,7 +1,7 @@
 """Speed: a calibration report of 100 runs renders in under 10 s (issue 6).
 
-The benchmark (`make bench`, pytest-benchmark) records the time; the plain assertion is loose
-(2× the target) because the test machines share their CPUs.
+The benchmark (`make bench`, pytest-benchmark) records the time and judges it; with benchmarks disabled (the
+default `make test`) only the output is checked, so a busy machine cannot fail the suite.
 """
 
 import dataclasses
@@ -30,4 +30,5 @@ def test_report_of_100_runs_renders_under_10_s(benchmark, hundred_runs, tmp_path
     written = benchmark.pedantic(render, args=(hundred_runs, tmp_path / "out", ReportOptions()), rounds=1, iterations=1)
     elapsed = time.perf_counter() - t0
     assert (tmp_path / "out" / "index.html") in written
-    assert elapsed < 2 * TARGET_S, f"report of 100 runs took {elapsed:.1f} s (target {TARGET_S:g} s)"
+    if not benchmark.disabled:
+        assert elapsed < TARGET_S, f"report of 100 runs took {elapsed:.1f} s (target {TARGET_S:g} s)"
