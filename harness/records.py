@@ -29,6 +29,7 @@ from typing import Any, Callable
 import re
 
 from harness.errors import HarnessError
+from harness.versioning import check_version, load_versioned, upgrade
 
 SCHEMA_VERSION = 2
 
@@ -171,18 +172,9 @@ def _user() -> str:
 
 
 def upgrade_manifest(d: dict[str, Any], source: str) -> dict[str, Any]:
-    v = d.get("schema_version")
-    if not isinstance(v, int):
-        raise HarnessError(f"{source}: schema_version missing or not an integer ({v!r}); this is not a harness manifest.")
-    if v > SCHEMA_VERSION:
-        raise HarnessError(
-            f"{source}: schema_version {v} is newer than this harness understands ({SCHEMA_VERSION}); upgrade the harness."
-        )
-    while v < SCHEMA_VERSION:
-        d = MANIFEST_UPGRADES[v](d)
-        v += 1
-        d["schema_version"] = v
-    return d
+    """Bring a manifest to SCHEMA_VERSION, one step per version; refuse newer ones (harness.versioning)."""
+    return load_versioned(d, SCHEMA_VERSION, MANIFEST_UPGRADES, source, what="manifest",
+                          fix="this is not a harness manifest; give results/<machine>/<run_id>/")
 
 
 def upgrade_table(df: Any, source: str) -> Any:
@@ -191,15 +183,13 @@ def upgrade_table(df: Any, source: str) -> Any:
         raise HarnessError(f"{source}: table has no schema_version column; it was not written by this harness.")
     if len(df) == 0:
         return df
-    v = int(df["schema_version"].max())
-    if v > SCHEMA_VERSION:
-        raise HarnessError(
-            f"{source}: schema_version {v} is newer than this harness understands ({SCHEMA_VERSION}); upgrade the harness."
-        )
-    low = int(df["schema_version"].min())
-    while low < SCHEMA_VERSION:
-        df = TABLE_UPGRADES[low](df)
-        low += 1
+    try:
+        low, high = int(df["schema_version"].min()), int(df["schema_version"].max())
+    except (TypeError, ValueError):
+        raise HarnessError(f"{source}: schema_version column is not integer; it was not written by this harness.") from None
+    check_version(high, SCHEMA_VERSION, source)
+    check_version(low, SCHEMA_VERSION, source)
+    df = upgrade(df, low, SCHEMA_VERSION, TABLE_UPGRADES, source)
     df["schema_version"] = SCHEMA_VERSION
     return df
 

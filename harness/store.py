@@ -2,7 +2,12 @@
 
 Layout: results/<machine>/<run_id>/manifest.json and <table>/part-NNNNN.parquet. A run is
 written once and never overwritten; every file is written under a temporary name and renamed,
-and tables are appended in parts so a run killed midway keeps what it measured.
+and tables are appended in parts so a run killed midway keeps what it measured. The JSON sidecars
+(summary.json, plan.json, loop_report.json) carry a schema_version like every harness file
+(SIDECAR_VERSIONS; harness.versioning): ones written before they were versioned are version 1.
+
+A damaged parquet part (truncated, overwritten) is named with what of the run is still readable;
+`Run.table` then returns the readable parts with a warning (or refuses, with strict=True).
 """
 
 from __future__ import annotations
@@ -11,12 +16,38 @@ import json
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from harness.errors import HarnessError
 from harness.records import SCHEMA_VERSION, TABLE_COLUMNS, RunManifest, upgrade_table, validate_table
+from harness.versioning import load_versioned, stamp_version
 
 DEFAULT_RESULTS = Path("results")
+
+# JSON sidecars of a run -> their schema_version; bump it (and add a step to SIDECAR_UPGRADES) when the
+# writer changes a field. History, each: 1 — first version (also: files written before sidecars carried a version).
+SIDECAR_VERSIONS: dict[str, int] = {"summary.json": 1, "plan.json": 1, "loop_report.json": 1}
+SIDECAR_UPGRADES: dict[str, dict[int, Callable[[dict], dict]]] = {name: {} for name in SIDECAR_VERSIONS}
+
+
+def warn(message: str) -> None:
+    """A warning the user can act on, on stderr (the CLI prints errors the same way)."""
+    import sys
+
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def read_json_file(path: Path, what: str, fix: str) -> Any:
+    """Parse a JSON file the harness wrote; a damaged, binary or non-UTF-8 one is a HarnessError naming it."""
+    try:
+        return json.loads(Path(path).read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise HarnessError(f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}); it is not a {what} or it is "
+                           f"damaged; {fix}.") from None
+    except json.JSONDecodeError as exc:
+        raise HarnessError(f"{path} is not valid JSON ({exc}); {fix}.") from None
+    except IsADirectoryError:
+        raise HarnessError(f"{path} is a directory, not a {what}; {fix}.") from None
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -101,6 +132,9 @@ class RunWriter:
         return n
 
     def write_json(self, name: str, obj: Any) -> Path:
+        """Write a JSON sidecar; the versioned ones (SIDECAR_VERSIONS) get their schema_version stamped."""
+        if name in SIDECAR_VERSIONS and isinstance(obj, dict):
+            obj = stamp_version(obj, SIDECAR_VERSIONS[name])
         out = self.path / name
         _atomic_write_bytes(out, json.dumps(obj, indent=2, default=str).encode())
         return out
@@ -124,17 +158,17 @@ class Run:
         mf = self.path / "manifest.json"
         if not mf.is_file():
             raise HarnessError(f"{self.path} is not a run directory (no manifest.json); give results/<machine>/<run_id>/.")
-        try:
-            raw = json.loads(mf.read_text())
-        except json.JSONDecodeError as exc:
-            raise HarnessError(f"{mf} is not valid JSON ({exc}); the run is damaged.") from None
-        self.stored_schema_version = raw.get("schema_version")  # as written, before any upgrade on load
+        raw = read_json_file(mf, "run manifest", "the run is damaged; rerun it or remove the directory")
+        self.stored_schema_version = raw.get("schema_version") if isinstance(raw, dict) else None  # as written, before upgrade
         self.manifest = RunManifest.from_dict(raw, str(mf))
+        self.damaged_parts: list[str] = []  # parts Run.table skipped, each "path (why)"
 
     def tables(self) -> list[str]:
         return sorted(p.name for p in self.path.iterdir() if p.is_dir() and any(p.glob("part-*.parquet")))
 
-    def table(self, name: str):
+    def table(self, name: str, *, strict: bool = False):
+        """The table's parts, upgraded and concatenated. A damaged part is skipped with a warning naming it and
+        what was read instead; with `strict`, or when no part is readable, it is a HarnessError."""
         import pandas as pd
 
         d = self.path / name
@@ -142,11 +176,35 @@ class Run:
         if not parts:
             raise HarnessError(f"run {self.path} has no table {name!r}; it has: {', '.join(self.tables()) or 'none'}.")
         # upgrade part by part: parts of one table may come from different harness versions
-        frames = [upgrade_table(pd.read_parquet(p), str(p)) for p in parts]
+        frames, bad = [], []
+        for p in parts:
+            try:
+                df = pd.read_parquet(p)
+            except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError, ... for a damaged file
+                bad.append(f"{p} ({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else 'unreadable'})")
+                continue
+            frames.append(upgrade_table(df, str(p)))
+        if bad:
+            rows = sum(len(f) for f in frames)
+            what = (f"the other {len(frames)} of its {len(parts)} parts ({rows} rows) are readable"
+                    if frames else f"none of its {len(parts)} parts is readable")
+            msg = (f"run {self.path}: table {name!r} has {len(bad)} damaged part(s): {'; '.join(bad)}; {what}")
+            if strict or not frames:
+                raise HarnessError(f"{msg}. Rerun the measurement, or move the damaged part(s) aside to use the rest.")
+            self.damaged_parts.extend(b for b in bad if b not in self.damaged_parts)
+            warn(f"{msg}; using the readable rows only, so figures from this table cover part of the run.")
         return pd.concat(frames, ignore_index=True)
 
     def json(self, name: str) -> Any:
-        return json.loads((self.path / name).read_text())
+        """A JSON sidecar (FileNotFoundError when absent); the versioned ones are upgraded to their schema_version."""
+        p = self.path / name
+        if not p.exists():
+            raise FileNotFoundError(p)
+        d = read_json_file(p, name, "the run is damaged; rerun it")
+        if name in SIDECAR_VERSIONS:
+            d = load_versioned(d, SIDECAR_VERSIONS[name], SIDECAR_UPGRADES[name], str(p), default=1, what=name,
+                               fix="the run is damaged; rerun it")
+        return d
 
 
 def iter_runs(root: str | Path = DEFAULT_RESULTS, kind: str | None = None) -> Iterator[Run]:

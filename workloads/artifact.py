@@ -5,7 +5,9 @@ previous turn's end plus pause_before_s), pause_before_s, api, prompt, prompt_to
 max_tokens, prefix_group, prefix_tokens. The file's metadata holds the format version, the mix and
 schedule that built it and the sha256 of the content; loading recomputes the hash and refuses a file
 that does not match, so a replay is the same requests at the same instants against any target.
-Format history: 1 — first version.
+Format history (harness.versioning; newer files are refused): 1 — first version, the version stored as
+`format_version`; 2 — the version field is `schema_version`, as in every harness file (nothing else changed;
+the content hash is computed the same way, so a file keeps its name).
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.versioning import load_versioned, stamp_version
 
-ARTIFACT_FORMAT_VERSION = 1
+ARTIFACT_FORMAT_VERSION = 2
+ARTIFACT_UPGRADES = {1: lambda info: info}  # 1 -> 2: the version field renamed only
+_HASH_SCHEME = 1  # the content-hash encoding; independent of the file's schema_version
 COLUMNS = ("request_index", "session_id", "turn", "intended_s", "pause_before_s", "api", "prompt",
            "prompt_tokens_target", "max_tokens", "prefix_group", "prefix_tokens")
 APIS = ("chat", "completions")
@@ -63,7 +68,7 @@ class WorkloadArtifact:
         n_in = [r["prompt_tokens_target"] for r in self.rows]
         n_out = [r["max_tokens"] for r in self.rows]
         return {"name": self.name, "requests": self.count, "sessions": len({r["session_id"] for r in self.rows}),
-                "content_hash": self.content_hash, "format_version": ARTIFACT_FORMAT_VERSION,
+                "content_hash": self.content_hash, "schema_version": ARTIFACT_FORMAT_VERSION,
                 "prompt_tokens_mean": sum(n_in) / len(n_in) if n_in else 0.0,
                 "max_tokens_mean": sum(n_out) / len(n_out) if n_out else 0.0, **self.meta}
 
@@ -75,7 +80,7 @@ class WorkloadArtifact:
 def content_hash(rows: list[dict[str, Any]]) -> str:
     """sha256 over every column of every row in a canonical encoding (floats as repr, text as UTF-8)."""
     h = hashlib.sha256()
-    h.update(f"workload-artifact-v{ARTIFACT_FORMAT_VERSION}\n".encode())
+    h.update(f"workload-artifact-v{_HASH_SCHEME}\n".encode())
     for r in rows:
         for c in COLUMNS:
             v = r[c]
@@ -98,8 +103,8 @@ def save_artifact(art: WorkloadArtifact, directory: str | Path) -> Path:
     if out.exists():
         return out  # same content, same name: already saved
     table = pa.Table.from_pylist([{c: r[c] for c in COLUMNS} for r in art.rows])
-    meta = {"harness.workload": json.dumps({"name": art.name, "format_version": ARTIFACT_FORMAT_VERSION,
-                                            "content_hash": digest, "meta": art.meta}, default=str)}
+    meta = {"harness.workload": json.dumps(stamp_version({"name": art.name, "content_hash": digest, "meta": art.meta},
+                                                        ARTIFACT_FORMAT_VERSION), default=str)}
     table = table.replace_schema_metadata(meta)
     tmp = d / f".{out.name}.tmp-{os.getpid()}"
     pq.write_table(table, tmp)
@@ -121,11 +126,15 @@ def load_artifact(path: str | Path) -> WorkloadArtifact:
     raw = (table.schema.metadata or {}).get(b"harness.workload")
     if raw is None:
         raise HarnessError(f"{p} has no harness.workload metadata; it is not a workload artifact.")
-    info = json.loads(raw)
-    v = info.get("format_version")
-    if not isinstance(v, int) or v > ARTIFACT_FORMAT_VERSION:
-        raise HarnessError(f"{p}: format_version {v!r} is newer than this harness understands ({ARTIFACT_FORMAT_VERSION}); upgrade the harness.")
+    try:
+        info = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise HarnessError(f"{p}: its harness.workload metadata is not valid JSON ({exc}); rebuild the artifact.") from None
+    info = load_versioned(info, ARTIFACT_FORMAT_VERSION, ARTIFACT_UPGRADES, str(p), legacy_fields=("format_version",),
+                          fix="rebuild the artifact", what="workload artifact's metadata")
     rows = table.to_pylist()
+    if not isinstance(info.get("name"), str):
+        raise HarnessError(f"{p}: its harness.workload metadata has no name; rebuild the artifact.")
     art = WorkloadArtifact(info["name"], rows, info.get("meta", {}))
     if art.content_hash != info.get("content_hash"):
         raise HarnessError(f"{p}: content hash {art.content_hash[:12]} does not match the recorded {str(info.get('content_hash'))[:12]}; "

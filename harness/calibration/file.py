@@ -1,9 +1,12 @@
 """The calibration file: versioned, human-readable JSON per machine fingerprint, calibration/<machine>.json.
 
-FORMAT_VERSION history (one upgrade step per version, applied on load; newer files are refused):
+SCHEMA_VERSION history (one upgrade step per version, applied on load by harness.versioning; newer files
+are refused):
   1 — first version: machine, key facts, runs, seed, bootstrap count, curves, links, C_C, B_D,
       storage, stages, proxy, warnings; every estimate {value, low, high, unit, n_samples,
-      run_ids, method}.
+      run_ids, method}. The version was stored as `format_version`.
+  2 — the version field is `schema_version`, the name every harness file uses; nothing else changed
+      (the upgrade 1 -> 2 reads `format_version` and drops it).
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ from typing import Any, Callable
 
 from harness.calibration.record import CalibrationRecord
 from harness.errors import HarnessError
+from harness.versioning import load_versioned, stamp_version
 
 FORMAT = "harness-calibration"
-FORMAT_VERSION = 1
-UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+SCHEMA_VERSION = 2
+FORMAT_VERSION = SCHEMA_VERSION  # the old name of the constant
+UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: lambda d: d}  # 1 -> 2: field renamed only
 DEFAULT_DIR = Path("calibration")
 
 _README = (
@@ -34,7 +39,7 @@ def default_path(machine: str) -> Path:
 
 
 def dumps(rec: CalibrationRecord) -> str:
-    body = {"format": FORMAT, "format_version": FORMAT_VERSION, "readme": _README, **rec.to_dict()}
+    body = {"format": FORMAT, **stamp_version({}, SCHEMA_VERSION), "readme": _README, **rec.to_dict()}
     return json.dumps(body, indent=2, sort_keys=False, allow_nan=False) + "\n"
 
 
@@ -54,16 +59,8 @@ def save_calibration(rec: CalibrationRecord, path: str | Path) -> Path:
 def parse_calibration(d: Any, source: str) -> CalibrationRecord:
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         raise HarnessError(f"{source} is not a calibration file (no \"format\": \"{FORMAT}\"); make one with `harness calibrate`.")
-    v = d.get("format_version")
-    if not isinstance(v, int) or isinstance(v, bool):
-        raise HarnessError(f"{source}: format_version must be an integer, got {v!r}; regenerate it with `harness calibrate`.")
-    if v > FORMAT_VERSION:
-        raise HarnessError(
-            f"{source}: format_version {v} is newer than this harness understands ({FORMAT_VERSION}); upgrade the harness."
-        )
-    while v < FORMAT_VERSION:
-        d = UPGRADES[v](d)
-        v += 1
+    d = load_versioned(d, SCHEMA_VERSION, UPGRADES, source, legacy_fields=("format_version",),
+                       fix="regenerate it with `harness calibrate`", what="calibration file")
     try:
         return CalibrationRecord.from_dict(d)
     except KeyError as exc:

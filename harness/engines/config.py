@@ -19,9 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.engines import ENGINES
 from harness.errors import HarnessError
 from harness.validation_errors import error_lines
+from harness.versioning import load_versioned, version_problem
 
 ENGINE_CONFIG_SCHEMA_VERSION = 1
-# Format history: 1 — first version (model, server, startup, one engine section, pd).
+# Format history (harness.versioning applies the steps on load, newer files are refused; a file without
+# schema_version is at the current version): 1 — first version (model, server, startup, one engine section, pd).
+ENGINE_CONFIG_UPGRADES: dict[int, Any] = {}
 
 ENGINE_CONFIG_DIR = Path(__file__).resolve().parents[2] / "workloads" / "engines"
 
@@ -98,16 +101,13 @@ class EngineConfigBase(Strict):
             raise ValueError("name must not be empty")
         return v
 
-    @model_validator(mode="after")
-    def _version(self) -> "EngineConfigBase":
-        if self.schema_version > ENGINE_CONFIG_SCHEMA_VERSION:
-            raise ValueError(
-                f"schema_version {self.schema_version} is newer than this harness understands "
-                f"({ENGINE_CONFIG_SCHEMA_VERSION}); upgrade the harness"
-            )
-        if self.schema_version < 1:
-            raise ValueError(f"schema_version must be >= 1, got {self.schema_version}")
-        return self
+    @field_validator("schema_version")
+    @classmethod
+    def _version(cls, v: int) -> int:
+        problem = version_problem(v, ENGINE_CONFIG_SCHEMA_VERSION)
+        if problem:
+            raise ValueError(problem)
+        return v
 
 
 @dataclass(frozen=True)
@@ -154,6 +154,8 @@ def parse_engine_config(data: dict, source: str = "<dict>") -> EngineConfig:
     """Validate a config dict: common sections first, then the engine's own section and [pd]."""
     if not isinstance(data, dict):
         raise HarnessError(f"engine config {source} must be a table of sections, got {type(data).__name__}.")
+    data = load_versioned(data, ENGINE_CONFIG_SCHEMA_VERSION, ENGINE_CONFIG_UPGRADES, f"engine config {source}",
+                          default=ENGINE_CONFIG_SCHEMA_VERSION, what="engine config", fix="see docs/engines.md")
     engine = data.get("engine")
     if not isinstance(engine, str) or engine not in ENGINES:
         raise _invalid(source, [f"  engine: must be one of {', '.join(ENGINES)} (got {engine!r})"])

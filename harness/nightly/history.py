@@ -6,7 +6,10 @@ Layout (hive partitioning, readable by pandas.read_parquet, pyarrow.dataset, Duc
 
 One file per run, written under a temporary name and renamed, never overwritten (appending the same
 run twice is refused). Columns: COLUMNS of constants.py plus run_id, created_unix_s, kind,
-history_version. HISTORY_VERSION history: 1 — first version.
+schema_version. HISTORY_VERSION history (harness.versioning; newer files are refused):
+  1 — first version; the version column was named `history_version`.
+  2 — the version column is `schema_version`, as in every harness file; files of version 1 are read
+      with their `history_version` taken as `schema_version`.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.versioning import VERSION_FIELD, check_version, upgrade
 
-HISTORY_VERSION = 1
+HISTORY_VERSION = 2
+HISTORY_UPGRADES = {1: lambda df: df}  # 1 -> 2: the version column renamed only (done on load)
 _SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
@@ -49,7 +54,7 @@ def append_history(history_dir: str | Path, rows: list[dict[str, Any]], *, machi
     df["run_id"] = run_id
     df["created_unix_s"] = float(created_unix_s)
     df["kind"] = kind
-    df["history_version"] = HISTORY_VERSION
+    df[VERSION_FIELD] = HISTORY_VERSION
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     df.to_parquet(tmp, index=False)
     os.replace(tmp, out)
@@ -64,14 +69,18 @@ def load_history(history_dir: str | Path, machine: str | None = None, constants:
                  since_unix_s: float | None = None) -> Any:
     """The history as one DataFrame (machine and date columns from the partitions), oldest first."""
     import pandas as pd
+    import pyarrow as pa
     import pyarrow.dataset as ds
 
     root = Path(history_dir)
     if not root.is_dir() or not any(root.glob("machine=*/date=*/*.parquet")):
         return pd.DataFrame(columns=["machine", "date", "run_id", "created_unix_s", "constant", "value", "unit", "better",
-                                     "source", "n_samples", "low", "high", "kind", "history_version"])
-    dataset = ds.dataset(str(root), format="parquet", partitioning="hive", exclude_invalid_files=True,
-                         ignore_prefixes=[".", "_"])
+                                     "source", "n_samples", "low", "high", "kind", VERSION_FIELD])
+    opts = dict(format="parquet", partitioning="hive", exclude_invalid_files=True, ignore_prefixes=[".", "_"])
+    dataset = ds.dataset(str(root), **opts)
+    # files of different versions have different columns (history_version -> schema_version): read their union
+    schema = pa.unify_schemas([dataset.schema, *(f.physical_schema for f in dataset.get_fragments())])
+    dataset = ds.dataset(str(root), schema=schema, **opts)
     flt = None
     for cond in ((ds.field("machine") == machine) if machine else None,
                  ds.field("constant").isin(constants) if constants else None,
@@ -79,10 +88,15 @@ def load_history(history_dir: str | Path, machine: str | None = None, constants:
         if cond is not None:
             flt = cond if flt is None else flt & cond
     df = dataset.to_table(filter=flt).to_pandas()
-    newest = int(df["history_version"].max()) if len(df) else HISTORY_VERSION
-    if newest > HISTORY_VERSION:
-        raise HarnessError(f"history {root}: history_version {newest} is newer than this harness understands "
-                           f"({HISTORY_VERSION}); upgrade the harness.")
+    if "history_version" in df.columns:  # version-1 files
+        old = df.pop("history_version")
+        df[VERSION_FIELD] = df[VERSION_FIELD].fillna(old) if VERSION_FIELD in df.columns else old
+    if len(df):
+        versions = df[VERSION_FIELD].astype("int64")
+        check_version(int(versions.max()), HISTORY_VERSION, f"history {root}")
+        check_version(int(versions.min()), HISTORY_VERSION, f"history {root}")
+        df = upgrade(df, int(versions.min()), HISTORY_VERSION, HISTORY_UPGRADES, f"history {root}")
+        df[VERSION_FIELD] = HISTORY_VERSION
     for col in ("machine", "date"):
         if col in df.columns:
             df[col] = df[col].astype(str)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Collection
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator
 
 from harness.specs.models import MODELS, resolve_model_ref
-from harness.specs.scenario import SCENARIO_SCHEMA_VERSION, _Strict
+from harness.specs.scenario import SCENARIO_SCHEMA_VERSION, _Strict, scenario_version
 
 PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
@@ -35,11 +35,7 @@ class VersionedScenario(_Strict):
     description: str = ""
     source: str = ""
 
-    @model_validator(mode="after")
-    def _version(self):
-        if self.schema_version > SCENARIO_SCHEMA_VERSION:
-            raise ValueError(
-                f"schema_version {self.schema_version} is newer than this harness understands "
-                f"({SCENARIO_SCHEMA_VERSION}); upgrade the harness"
-            )
-        return self
+    @field_validator("schema_version")
+    @classmethod
+    def _version(cls, v: int) -> int:
+        return scenario_version(v)

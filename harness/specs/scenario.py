@@ -5,7 +5,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 import importlib
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Callable, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -15,14 +15,25 @@ from harness.specs.links import DEFAULT_STARTUP_LATENCY_S, LINKS
 from harness.specs.models import MODELS, model_paths_relative_to, resolve_model_ref
 from harness.units import DTYPE_BYTES
 from harness.validation_errors import error_lines
+from harness.versioning import load_versioned, version_problem
 
 SCENARIO_SCHEMA_VERSION = 1
-# Format history: 1 — first version (workload, pools, link, efficiency, startup, cost,
-# reference_allocations, sensitivity, deployment).
+# Format history (every scenario kind; harness.versioning applies the steps on load, newer files are refused;
+# a file without schema_version is at the current version): 1 — first version (workload, pools, link,
+# efficiency, startup, cost, reference_allocations, sensitivity, deployment).
+SCENARIO_UPGRADES: dict[int, Callable[[dict], dict]] = {}
 
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+
+
+def scenario_version(v: int) -> int:
+    """A validator of every scenario kind's schema_version (the text comes from harness.versioning)."""
+    problem = version_problem(v, SCENARIO_SCHEMA_VERSION)
+    if problem:
+        raise ValueError(problem)
+    return v
 
 
 class _Strict(BaseModel):
@@ -182,13 +193,13 @@ class Scenario(_Strict):
     sensitivity: SensitivitySection = SensitivitySection()
     deployment: DeploymentSection = DeploymentSection()
 
+    @field_validator("schema_version")
+    @classmethod
+    def _version(cls, v: int) -> int:
+        return scenario_version(v)
+
     @model_validator(mode="after")
     def _cross(self) -> "Scenario":
-        if self.schema_version > SCENARIO_SCHEMA_VERSION:
-            raise ValueError(
-                f"schema_version {self.schema_version} is newer than this harness understands "
-                f"({SCENARIO_SCHEMA_VERSION}); upgrade the harness"
-            )
         names = [p.gpu for p in self.pools]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
@@ -219,7 +230,9 @@ SCENARIO_KINDS: dict[str, str] = {
 
 
 def validate_model(cls: type[M], data: dict, source: str) -> M:
-    """Validate `data` against a pydantic model; errors name the field, the value and the fix."""
+    """Validate `data` (upgraded to the current schema_version) against a pydantic model; errors name the field."""
+    data = load_versioned(data, SCENARIO_SCHEMA_VERSION, SCENARIO_UPGRADES, f"scenario {source}",
+                          default=SCENARIO_SCHEMA_VERSION, what="scenario", fix="see docs/scenarios.md")
     base = Path(source).resolve().parent if Path(source).is_file() else None
     try:
         with model_paths_relative_to(base):  # a config.json path in the file means next to the file

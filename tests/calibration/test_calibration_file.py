@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from harness.calibration.file import FORMAT_VERSION, load_calibration, save_calibration
+from harness.calibration.file import SCHEMA_VERSION, load_calibration, save_calibration
 from harness.cli import main
 from tests.conftest import ROOT
 
@@ -19,11 +19,11 @@ def test_calibrate_cli_writes_a_readable_versioned_file(tmp_path, capsys):
     assert "decode_bandwidth_efficiency on h200-sxm" in text and "link pcie:h2d:pinned" in text and "C_C" in text
     raw = out.read_text()
     d = json.loads(raw)
-    assert d["format"] == "harness-calibration" and d["format_version"] == FORMAT_VERSION
+    assert d["format"] == "harness-calibration" and d["schema_version"] == SCHEMA_VERSION == 2
     assert "readme" in d and raw.count("\n") > 100  # indented, one field per line
     assert d["machine"] == "synthetic-h200" and len(d["runs"]) == 2
     rec = load_calibration(out)
-    assert rec.to_dict() == {k: v for k, v in d.items() if k not in ("format", "format_version", "readme")}
+    assert rec.to_dict() == {k: v for k, v in d.items() if k not in ("format", "schema_version", "readme")}
 
 
 def test_roundtrip(tmp_path):
@@ -35,9 +35,23 @@ def test_roundtrip(tmp_path):
     assert load_calibration(p) == rec
 
 
+def test_version_1_file_with_format_version_still_loads(tmp_path):
+    """Files written before the version field was unified (format_version 1) load unchanged."""
+    from harness.calibration.fit import fit_calibration
+    from harness.calibration.runs import load_machine_runs
+
+    rec = fit_calibration(load_machine_runs(FIXTURES / "synthetic-cpu"), n_bootstrap=20)
+    d = json.loads(save_calibration(rec, tmp_path / "c.json").read_text())
+    del d["schema_version"]
+    d["format_version"] = 1
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(d))
+    assert load_calibration(old) == rec
+
+
 def test_newer_version_is_refused(tmp_path):
     p = tmp_path / "c.json"
-    p.write_text(json.dumps({"format": "harness-calibration", "format_version": FORMAT_VERSION + 1}))
+    p.write_text(json.dumps({"format": "harness-calibration", "schema_version": SCHEMA_VERSION + 1}))
     with pytest.raises(Exception, match="newer than this harness understands.*upgrade the harness"):
         load_calibration(p)
 
@@ -47,6 +61,10 @@ def test_newer_version_is_refused(tmp_path):
     (json.dumps({"hello": 1}), "not a calibration file"),
     (json.dumps({"format": "harness-calibration", "format_version": "1"}), "format_version must be an integer"),
     (json.dumps({"format": "harness-calibration", "format_version": 1}), "field 'machine' is missing"),
+    (json.dumps({"format": "harness-calibration", "format_version": 0}), "format_version must be an integer >= 1, got 0"),
+    (json.dumps({"format": "harness-calibration", "format_version": -1}), "format_version must be an integer >= 1, got -1"),
+    (json.dumps({"format": "harness-calibration", "schema_version": 0}), "schema_version must be an integer >= 1, got 0"),
+    (json.dumps({"format": "harness-calibration"}), "schema_version is missing"),
 ])
 def test_bad_files_name_the_problem(tmp_path, capsys, content, message):
     p = tmp_path / "c.json"

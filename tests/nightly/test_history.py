@@ -18,7 +18,7 @@ def test_round_trip_partitions_and_filters(tmp_path):
     assert f1 == tmp_path / "machine=m1" / "date=2023-11-14" / "r1.parquet"
     h = load_history(tmp_path)
     assert len(h) == 6 and set(h["machine"]) == {"m1", "m2"} and set(h["date"]) == {"2023-11-14", "2023-11-15"}
-    assert (h["history_version"] == HISTORY_VERSION).all()
+    assert (h["schema_version"] == HISTORY_VERSION).all() and "history_version" not in h.columns
     m1 = load_history(tmp_path, machine="m1", constants=["b"])
     assert list(m1["run_id"]) == ["r1", "r2"] and (m1["value"] == 2e9).all()
     assert len(load_history(tmp_path, since_unix_s=1.7e9 + 1)) == 2
@@ -40,9 +40,22 @@ def test_append_once_and_bad_names(tmp_path):
 def test_empty_and_newer_history(tmp_path):
     assert len(load_history(tmp_path / "none")) == 0
     df = pd.DataFrame(ROWS)
-    df["run_id"], df["created_unix_s"], df["kind"], df["history_version"] = "r1", 1.7e9, "micro", HISTORY_VERSION + 1
+    df["run_id"], df["created_unix_s"], df["kind"], df["schema_version"] = "r1", 1.7e9, "micro", HISTORY_VERSION + 1
     d = tmp_path / "machine=m1" / "date=2023-11-14"
     d.mkdir(parents=True)
     df.to_parquet(d / "r1.parquet", index=False)
     with pytest.raises(HarnessError, match="newer than this harness understands"):
         load_history(tmp_path)
+
+
+def test_version_1_files_with_history_version_load_beside_new_ones(tmp_path):
+    """Files written before the version column was unified (history_version = 1) still load, mixed with new ones."""
+    df = pd.DataFrame(ROWS)
+    df["run_id"], df["created_unix_s"], df["kind"], df["history_version"] = "r0", 1.7e9, "micro", 1
+    d = tmp_path / "machine=m1" / "date=2023-11-14"
+    d.mkdir(parents=True)
+    df.to_parquet(d / "r0.parquet", index=False)
+    append_history(tmp_path, ROWS, machine="m1", run_id="r1", created_unix_s=1.7e9 + 10)
+    h = load_history(tmp_path)
+    assert list(h["run_id"]) == ["r0", "r0", "r1", "r1"]
+    assert (h["schema_version"] == HISTORY_VERSION).all() and "history_version" not in h.columns

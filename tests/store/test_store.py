@@ -101,3 +101,54 @@ def test_unwritable_results_dir_is_an_error_naming_it(tmp_path):
     blocker.write_text("not a directory")
     with pytest.raises(HarnessError, match="results directory .*a-file.* cannot be written"):
         RunWriter(new_manifest("micro"), blocker / "results")
+
+
+def test_sidecars_are_versioned_and_old_unversioned_ones_still_load(tmp_path):
+    from harness.store import SIDECAR_VERSIONS
+
+    with RunWriter(new_manifest("load"), tmp_path) as w:
+        w.write_json("summary.json", {"load": {"n": 1}})
+        w.write_json("plan.json", {"pd": 1})
+        w.write_json("loop_report.json", {"rows": []})
+        w.write_json("other.json", {"x": 1})
+    run = Run(w.path)
+    for name in ("summary.json", "plan.json", "loop_report.json"):
+        assert json.loads((w.path / name).read_text())["schema_version"] == SIDECAR_VERSIONS[name] == 1
+    assert run.json("summary.json") == {"schema_version": 1, "load": {"n": 1}}
+    assert run.json("other.json") == {"x": 1}
+    (w.path / "summary.json").write_text(json.dumps({"load": {"n": 2}}))  # written before sidecars had a version
+    assert run.json("summary.json")["load"] == {"n": 2}
+    (w.path / "plan.json").write_text(json.dumps({"schema_version": 7}))
+    with pytest.raises(HarnessError, match="plan.json: schema_version 7 is newer than this harness understands"):
+        run.json("plan.json")
+    with pytest.raises(FileNotFoundError):
+        run.json("absent.json")
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00binary", b"{\"schema_version\": 2, \"x\": \"\xe9\"}"])
+def test_binary_or_non_utf8_manifest_is_a_clear_error(tmp_path, content):
+    with RunWriter(new_manifest("micro"), tmp_path) as w:
+        pass
+    (w.path / "manifest.json").write_bytes(content)
+    with pytest.raises(HarnessError, match="manifest.json is not UTF-8 text .*the run is damaged"):
+        Run(w.path)
+
+
+def test_damaged_part_is_named_and_the_rest_is_read_with_a_warning(tmp_path, capsys):
+    with RunWriter(new_manifest("load"), tmp_path) as w:
+        for i in range(3):
+            w.append("requests", [{"x_s": float(i)}])
+    bad = w.path / "requests" / "part-00002.parquet"
+    bad.write_bytes(bad.read_bytes()[:40])  # truncated
+    run = Run(w.path)
+    df = run.table("requests")
+    err = capsys.readouterr().err
+    assert list(df["x_s"]) == [0.0, 2.0]
+    assert "warning:" in err and str(bad) in err and "the other 2 of its 3 parts (2 rows) are readable" in err
+    assert run.damaged_parts and str(bad) in run.damaged_parts[0]
+    with pytest.raises(HarnessError, match="1 damaged part.*part-00002.parquet.*move the damaged part"):
+        run.table("requests", strict=True)
+    for p in (w.path / "requests").glob("part-*.parquet"):
+        p.write_bytes(b"garbage")
+    with pytest.raises(HarnessError, match="none of its 3 parts is readable"):
+        Run(w.path).table("requests")
