@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import re
 
+from harness.cpuinfo import cpuinfo
 from harness.errors import HarnessError
 from harness.versioning import check_version, load_versioned, upgrade
 
@@ -56,13 +57,7 @@ def harness_commit() -> tuple[str | None, bool | None]:
 
 
 def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpuinfo().model
 
 
 def slug(text: str) -> str:

@@ -89,22 +89,12 @@ def engine_config_with_overrides(spec: TargetSpec) -> Any:
     """Load the TOML, set the dotted overrides, validate (errors name the overridden field)."""
     from harness.engines.config import parse_engine_config
 
+    from harness.toml_file import load_toml, set_dotted
+
     path = Path(spec.config or "")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise HarnessError(f"engine config {path} is not valid TOML: {exc}; fix the syntax at that line.") from None
-    except OSError as exc:
-        raise HarnessError(f"engine config {path} cannot be read ({exc}).") from None
+    data = load_toml(path, "engine config")
     for key, v in spec.overrides.items():
-        *sections, leaf = key.split(".")
-        d = data
-        for s in sections:
-            nxt = d.setdefault(s, {})
-            if not isinstance(nxt, dict):
-                raise HarnessError(f"override {key}: {s!r} is not a section of {path}.")
-            d = nxt
-        d[leaf] = v
+        set_dotted(data, key, v, "override", str(path))
     source = f"{path}" + (f" with {', '.join(f'{k}={v!r}' for k, v in spec.overrides.items())}" if spec.overrides else "")
     return parse_engine_config(data, source)
 

@@ -9,7 +9,6 @@ names the field, the value and the fix.
 from __future__ import annotations
 
 import importlib
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness.engines import ENGINES
 from harness.errors import HarnessError
+from harness.toml_file import load_toml
 from harness.validation_errors import error_lines
 from harness.versioning import load_versioned, version_problem
 
@@ -215,13 +215,7 @@ def resolve_config_path(name_or_path: str | Path) -> Path:
 
 def load_engine_config(name_or_path: str | Path) -> EngineConfig:
     p = resolve_config_path(name_or_path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise HarnessError(f"engine config {p} is not valid TOML: {exc}; fix the syntax at that line.") from None
-    except OSError as exc:
-        raise HarnessError(f"engine config {p} cannot be read ({exc}).") from None
-    return parse_engine_config(data, str(p))
+    return parse_engine_config(load_toml(p, "engine config", f"configs live in {ENGINE_CONFIG_DIR}"), str(p))
 
 
 def port_and_gpu_conflicts(ports: dict[str, int], gpus: dict[str, list[int]]) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Annotated, Collection
 from pydantic import Field, field_validator
 
 from harness.specs.models import MODELS, resolve_model_ref
-from harness.specs.scenario import SCENARIO_SCHEMA_VERSION, _Strict, scenario_version
+from harness.specs.scenario import SCENARIO_SCHEMA_VERSION, LinkName, _Strict, scenario_version  # noqa: F401 - LinkName re-exported
 
 PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]

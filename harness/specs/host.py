@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import math
 import os
-import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from harness.cpuinfo import cpuinfo
 from harness.errors import HarnessError
 
 ENV_PEAK_FP32 = "HARNESS_HOST_PEAK_FP32_FLOPS_PER_S"
@@ -59,23 +59,8 @@ class HostSpec:
 
 
 def _cpuinfo() -> tuple[str, set[str], float | None]:
-    model, flags, mhz = platform.processor() or platform.machine(), set(), None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, val = line.partition(":")
-            key = key.strip()
-            if key == "model name" and model in ("", platform.machine(), platform.processor()):
-                model = val.strip()
-            elif key == "flags" and not flags:
-                flags = set(val.split())
-            elif key == "cpu MHz" and mhz is None:
-                try:
-                    mhz = float(val)
-                except ValueError:
-                    pass
-    except OSError:
-        pass
-    return model, flags, mhz
+    info = cpuinfo()
+    return info.model, set(info.flags), info.mhz
 
 
 def _max_clock_hz() -> float | None:

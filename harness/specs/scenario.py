@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 import importlib
 from typing import Annotated, Callable, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from harness import toml_file
 from harness.errors import HarnessError
 from harness.specs.gpus import GPUS
 from harness.specs.links import DEFAULT_STARTUP_LATENCY_S, LINKS
@@ -34,6 +34,16 @@ def scenario_version(v: int) -> int:
     if problem:
         raise ValueError(problem)
     return v
+
+
+def check_link(v: str) -> str:
+    """`v` when it names a link of the catalog (harness.specs.links); else a ValueError listing them."""
+    if v not in LINKS:
+        raise ValueError(f"unknown link {v!r}; known: {', '.join(LINKS)} (see `harness specs links`)")
+    return v
+
+
+LinkName = Annotated[str, AfterValidator(check_link)]  # a scenario field naming a link of the catalog
 
 
 class _Strict(BaseModel):
@@ -87,16 +97,10 @@ class PoolSpec(_Strict):
 
 
 class LinkSection(_Strict):
-    spec: str | None = None
+    spec: LinkName | None = None
     bandwidth_bytes_per_s: PosFloat | None = None
     startup_latency_s: NonNegFloat | None = None
 
-    @field_validator("spec")
-    @classmethod
-    def _spec(cls, v: str | None) -> str | None:
-        if v is not None and v not in LINKS:
-            raise ValueError(f"unknown link {v!r}; known: {', '.join(LINKS)}")
-        return v
 
     @model_validator(mode="after")
     def _one(self) -> "LinkSection":
@@ -242,13 +246,7 @@ def validate_model(cls: type[M], data: dict, source: str) -> M:
 
 
 def load_toml(path: str | Path) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        raise HarnessError(f"scenario file {str(p)!r} does not exist; scenarios live in workloads/scenarios/ (try `harness model list`).")
-    try:
-        return tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise HarnessError(f"scenario {p} is not valid TOML: {exc}; fix the syntax at that line.") from None
+    return toml_file.load_toml(path, "scenario", "scenarios live in workloads/scenarios/ (try `harness model list`)")
 
 
 def scenario_class(kind: str) -> type[BaseModel]:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from harness.errors import HarnessError
 
-from harness.specs._scenario_common import NonNegInt, PosInt, VersionedScenario, check_known, check_model
+from harness.specs._scenario_common import LinkName, NonNegInt, PosInt, VersionedScenario, check_known, check_model
 from harness.specs.cpus import CPUS, CPU_KERNELS, NUMA_PATHS
 from harness.specs.gpus import GPUS
 from harness.specs.links import LINKS
@@ -162,17 +162,13 @@ class MlaCompactSection(_Strict):
     arrival_rate_per_s: NonNegFloat = 3.5
     pools: Annotated[list[PoolEntry], Field(min_length=1)] = [
         PoolEntry(gpu="a100-80gb-sxm", count=4), PoolEntry(gpu="h20-96gb", count=4)]
-    link: str | None = "nic-200g"
+    link: LinkName | None = "nic-200g"
     kv_dtype: str = "bf16"
     efficiency: EfficiencyPair = EfficiencyPair()
 
     _m = field_validator("stage_model", "state_model")(classmethod(lambda cls, v: check_model(v)))
     _d = field_validator("kv_dtype")(classmethod(lambda cls, v: check_known(v, DTYPE_BYTES, "dtype")))
 
-    @field_validator("link")
-    @classmethod
-    def _link(cls, v: str | None) -> str | None:
-        return None if v is None else check_known(v, LINKS, "link")
 
     @model_validator(mode="after")
     def _pools(self) -> "MlaCompactSection":
@@ -235,7 +231,7 @@ class CutEntry(_Strict):
 class ExchangeCase(_Strict):
     name: str
     assignments: Annotated[list[list[Annotated[float, Field(ge=0, allow_inf_nan=False)]]], Field(min_length=1)]
-    link: str | None = "cx7-400g"  # each card's own NIC, per direction
+    link: LinkName | None = "cx7-400g"  # each card's own NIC, per direction
     bandwidth_bytes_per_s: PosFloat | None = None  # instead of link
     cuts: list[CutEntry] = Field(default_factory=list)
     dispatch_dtype: str = "bf16"
@@ -243,10 +239,6 @@ class ExchangeCase(_Strict):
 
     _d = field_validator("dispatch_dtype", "combine_dtype")(classmethod(lambda cls, v: check_known(v, DTYPE_BYTES, "dtype")))
 
-    @field_validator("link")
-    @classmethod
-    def _link(cls, v: str | None) -> str | None:
-        return None if v is None else check_known(v, LINKS, "link")
 
     @model_validator(mode="after")
     def _bw(self) -> "ExchangeCase":
@@ -324,14 +316,10 @@ class EpSkewScenario(VersionedScenario):
 
 class CopyEntry(_Strict):
     name: str
-    link: str | None = None
+    link: LinkName | None = None
     bandwidth_bytes_per_s: PosFloat | None = None
     startup_latency_s: NonNegFloat | None = None
 
-    @field_validator("link")
-    @classmethod
-    def _link(cls, v: str | None) -> str | None:
-        return None if v is None else check_known(v, LINKS, "link")
 
     @model_validator(mode="after")
     def _bw(self) -> "CopyEntry":

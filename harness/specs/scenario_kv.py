@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.specs._scenario_common import NonNegInt, PosInt, VersionedScenario, check_known, check_model
+from harness.specs._scenario_common import LinkName, NonNegInt, PosInt, VersionedScenario, check_known, check_model
 from harness.specs.gpus import GPUS
 from harness.specs.links import LINKS
 from harness.specs.scenario import (
@@ -21,12 +21,6 @@ from harness.units import DTYPE_BYTES
 
 HitRate = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
 Probability = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
-
-
-def _link(v: str) -> str:
-    if v not in LINKS:
-        raise ValueError(f"unknown link {v!r}; known: {', '.join(LINKS)} (see `harness specs links`)")
-    return v
 
 
 class ComputeSpec(_Strict):
@@ -65,22 +59,14 @@ class BlocksSection(_Strict):
 
 
 class ReuseSection(_Strict):
-    link: str = "nic-200g"
-    slow_links: list[str] = Field(default_factory=list)
+    link: LinkName = "nic-200g"
+    slow_links: list[LinkName] = Field(default_factory=list)
     max_uses: Annotated[int, Field(ge=1, le=1000)] = 4
     remote_reads: PosInt = 100
     deadline_s: PosFloat = 1.0
     resident_s: NonNegFloat = 10.0
 
-    @field_validator("link")
-    @classmethod
-    def check_link(cls, v: str) -> str:
-        return _link(v)
 
-    @field_validator("slow_links")
-    @classmethod
-    def _links(cls, v: list[str]) -> list[str]:
-        return [_link(x) for x in v]
 
 
 class PrefetchSection(_Strict):
@@ -136,15 +122,11 @@ class EvictionSection(_Strict):
 
 
 class HandoffSection(_Strict):
-    direct_link: str = "nic-200g"
-    pool_write_link: str = "nic-200g"
-    pool_read_link: str = "nic-200g"
+    direct_link: LinkName = "nic-200g"
+    pool_write_link: LinkName = "nic-200g"
+    pool_read_link: LinkName = "nic-200g"
     later_reuses: NonNegInt = 1
 
-    @field_validator("direct_link", "pool_write_link", "pool_read_link")
-    @classmethod
-    def check_link(cls, v: str) -> str:
-        return _link(v)
 
 
 class KvTiersScenario(VersionedScenario):
@@ -183,18 +165,10 @@ class KvTiersScenario(VersionedScenario):
 
 class FetchSection(_Strict):
     lookup_s: NonNegFloat = 0.0
-    host_link: str = "pcie4-x16"
-    remote_links: list[str] = Field(default_factory=list)
+    host_link: LinkName = "pcie4-x16"
+    remote_links: list[LinkName] = Field(default_factory=list)
 
-    @field_validator("host_link")
-    @classmethod
-    def check_host_link(cls, v: str) -> str:
-        return _link(v)
 
-    @field_validator("remote_links")
-    @classmethod
-    def _links(cls, v: list[str]) -> list[str]:
-        return [_link(x) for x in v]
 
 
 class SerialExampleSection(_Strict):
@@ -212,12 +186,8 @@ class InvalidationSection(_Strict):
 
 class LinkLoadSection(_Strict):
     fetches_per_s: NonNegFloat
-    link: str = "nic-200g"
+    link: LinkName = "nic-200g"
 
-    @field_validator("link")
-    @classmethod
-    def check_link(cls, v: str) -> str:
-        return _link(v)
 
 
 class StateRestoreSection(_Strict):
@@ -257,23 +227,15 @@ class MigrationSection(_Strict):
     input_tokens: PosInt = 8192
     output_tokens: Annotated[int, Field(ge=2)] = 1025
     decode_batch: PosInt = 32
-    links: Annotated[list[str], Field(min_length=1)]
+    links: Annotated[list[LinkName], Field(min_length=1)]
 
-    @field_validator("links")
-    @classmethod
-    def _links(cls, v: list[str]) -> list[str]:
-        return [_link(x) for x in v]
 
 
 class ReconfigPath(_Strict):
     name: str
-    link: str
+    link: LinkName
     payload_bytes: PosFloat | None = None  # default: the model's weight bytes
 
-    @field_validator("link")
-    @classmethod
-    def check_link(cls, v: str) -> str:
-        return _link(v)
 
 
 class ReconfigurationSection(_Strict):

@@ -22,7 +22,6 @@ import json
 import math
 import sys
 import tempfile
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -32,6 +31,7 @@ import numpy as np
 from harness.errors import HarnessError
 from harness.sweep import grid as grid_mod
 from harness.sweep.score import ScoredPoint, best_point, pareto_front, reward
+from harness.toml_file import load_toml, set_dotted
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 EMBEDDED_FIXED = ("profile", "scenario", "time_scale")  # set once for the whole sweep, not per point
@@ -113,14 +113,7 @@ class SweepResult:
 
 
 def _set_dotted(data: dict, key: str, value: Any, source: str) -> None:
-    *sections, leaf = key.split(".")
-    d = data
-    for s in sections:
-        nxt = d.setdefault(s, {})
-        if not isinstance(nxt, dict):
-            raise HarnessError(f"--grid {key}: {s!r} is not a section of {source}.")
-        d = nxt
-    d[leaf] = value
+    set_dotted(data, key, value, "--grid", source)
 
 
 def prepare(o: SweepOptions, workdir: Path) -> tuple[Any, list[PreparedPoint], float]:
@@ -190,12 +183,7 @@ def _scenario_variant(base: Path, changes: dict[str, Any], dest: Path) -> Path:
 
     if not base.is_file():
         raise HarnessError(f"scenario file {str(base)!r} does not exist; give embedded,scenario=PATH to an existing file.")
-    try:
-        data = tomllib.loads(base.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise HarnessError(f"scenario {base} is not valid TOML: {exc}; fix the syntax at that line.") from None
-    except OSError as exc:
-        raise HarnessError(f"scenario {base} cannot be read ({exc}).") from None
+    data = load_toml(base, "scenario")
     for k, v in changes.items():
         _set_dotted(data, k, v, str(base))
     data["name"] = f"{data.get('name', base.stem)}-sweep"

@@ -52,7 +52,7 @@ def test_kv_tiers_errors_name_the_field(tmp_path, body, needle):
     ('holder_queue_s = -0.1\nfree_queue_s = 0.02', "holder_queue_s: Input should be greater than or equal to 0"),
     ('holder_queue_s = 0.25\nfree_queue_s = 0.02\n[invalidation]\nholder_queue_s = 0.08\nhit_probabilities = [1.5]',
      "invalidation.hit_probabilities[0]"),
-    ('holder_queue_s = 0.25\nfree_queue_s = 0.02\n[fetch]\nremote_links = ["eth-1t"]', "fetch.remote_links: unknown link 'eth-1t'"),
+    ('holder_queue_s = 0.25\nfree_queue_s = 0.02\n[fetch]\nremote_links = ["eth-1t"]', "fetch.remote_links[0]: unknown link 'eth-1t'"),
 ])
 def test_routing_errors_name_the_field(tmp_path, body, needle):
     p = _write(tmp_path, f'kind = "cache-routing"\nname = "t"\n{body}\n')
