@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from harness.cli._output import print_json
+from harness.units import fmt_ms
 
 # the chapter's scenario, found from any working directory
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "workloads" / "scenarios" / "ch9-hetero-pd.toml"
@@ -95,6 +96,5 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ms(x: float | None) -> str:
-    return "—" if x is None else f"{x * 1e3:.1f} ms"
+_ms = fmt_ms
 

@@ -32,6 +32,7 @@ from harness.engines import http
 from harness.errors import HarnessError
 from harness.specs.gguf_model import GgufModel
 from harness.specs.gpus import GpuSpec
+from harness.units import fmt_ms, fmt_num
 
 DEFAULT_BATCHES = (1, 2, 4)
 
@@ -529,9 +530,7 @@ def _store(report: LoopReport, results_dir: str, command_line: list[str] | None)
 
 
 def _fmt(q: str, v: float | None) -> str:
-    if v is None:
-        return "—"
-    return f"{v * 1e3:.1f} ms" if _is_time(q) else f"{v:.1f}"
+    return fmt_ms(v) if _is_time(q) else fmt_num(v, ".1f")
 
 
 def render_markdown(r: LoopReport) -> str:

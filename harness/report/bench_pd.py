@@ -21,17 +21,13 @@ import numpy as np
 from harness.errors import HarnessError
 from harness.model import queueing
 from harness.report.renderer import ReportOptions, RunSource
+from harness.units import fmt_ms, fmt_num
 from workloads.summary import read_summary
 
 RUN_KINDS = ("load",)
 
 
-def _ms(x: float | None) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x * 1e3:.1f} ms"
-
-
-def _num(x: float | None, fmt: str = ".3g") -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+_ms, _num = fmt_ms, fmt_num
 
 
 def _png(fig: Any) -> str:

@@ -22,17 +22,17 @@ from harness.report import figures as F
 from harness.report.conclusions import evaluate
 from harness.report.page import Figure, Page, Table
 from harness.report.renderer import ReportOptions
+from harness.units import fmt_num, fmt_pct
 
 RUN_KINDS = ("micro", "calibration")
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "workloads" / "scenarios" / "ch9-hetero-pd.toml"
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.1%}"
+_pct = fmt_pct
 
 
 def _si(x: float | None, unit: str, scale: float, nd: int = 3) -> str:
-    return "n/a" if x is None else f"{x * scale:.{nd}g} {unit}"
+    return fmt_num(x, f".{nd}g", scale, f" {unit}", missing="n/a")
 
 
 def _est(e, unit: str, scale: float) -> str:

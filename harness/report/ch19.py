@@ -10,22 +10,19 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
 from harness.report.renderer import ReportOptions, RunSource
+from harness.units import fmt_num
 
 RUN_KINDS = ("sweep",)
 SUITES = ("precision", "mixed_step", "cuda_graphs", "allocator", "offload")
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "workloads" / "scenarios" / "ch9-hetero-pd.toml"
 
 
-def _f(x: Any, fmt: str = ".3g", scale: float = 1.0) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "—"
-    return format(x * scale, fmt)
+_f = fmt_num
 
 
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:

@@ -15,6 +15,8 @@ import numpy as np
 
 from harness.report.page import Figure, Page, Table
 from harness.report.renderer import ReportOptions, RunSource
+from harness.units import fmt_ms, fmt_num, fmt_si, is_missing
+from harness.units import fmt_pct as units_fmt_pct
 
 RUN_KINDS: tuple[str, ...] = ()  # explicit only: `--renderer compare` (a folder of load runs defaults to bench-pd)
 
@@ -38,18 +40,13 @@ def _png(fig: Any) -> bytes:
 
 
 def fmt_value(x: float, unit: str) -> str:
-    if x is None or not math.isfinite(x):
-        return "—"
-    if unit == "s":
-        return f"{x * 1e3:.2f} ms" if x < 10 else f"{x:.2f} s"
-    for f, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= f:
-            return f"{x / f:.3g} {p}{unit}"
-    return f"{x:.4g} {unit}"
+    if unit == "s" and not is_missing(x):
+        return fmt_ms(x, 2) if x < 10 else fmt_num(x, ".2f", suffix=" s")
+    return fmt_si(x, unit, nd_unprefixed=4)
 
 
 def fmt_pct(x: float) -> str:
-    return "—" if x is None or not math.isfinite(x) else f"{x * 100:+.2f}%"
+    return units_fmt_pct(x, 2, missing="—", sign=True)
 
 
 def _short(run_id: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from harness.model.capacity import PdAllocation
 from harness.model.plan_records import Plan
+from harness.units import fmt_num
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def _alloc(a: Mapping[str, int]) -> str:
 
 
 def _clear(x: float | None) -> str:
-    return "never" if x is None else f"{x:.1f} s"
+    return fmt_num(x, ".1f", suffix=" s", missing="never")
 
 
 def _ref(plan: Plan, name: str) -> PdAllocation | None:

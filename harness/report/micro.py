@@ -5,21 +5,17 @@ One line per case: median, cv, achieved FLOP/s and bytes/s, MFU and MBU; then sk
 
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from harness.units import fmt_pct, fmt_si
 
 
 def _si(x: Any, unit: str) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "-"
-    for f, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= f:
-            return f"{x / f:.3g} {p}{unit}"
-    return f"{x:.3g} {unit}"
+    return fmt_si(x, unit, missing="-")
 
 
 def _pct(x: Any) -> str:
-    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.0%}"
+    return fmt_pct(x, 0, missing="-")
 
 
 def render_summary(s: dict[str, Any]) -> str:

@@ -3,15 +3,15 @@ the best setting and the Pareto front (times in the target's seconds: simulated 
 
 from __future__ import annotations
 
-import math
+from harness.units import fmt_ms, fmt_num
 
 
 def _ms(x) -> str:
-    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x * 1e3:.1f}"
+    return fmt_ms(x, suffix="")
 
 
 def _f(x, fmt: str = ".1f") -> str:
-    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, fmt)
+    return fmt_num(x, fmt)
 
 
 def render_table(r: dict, latency: str) -> str:

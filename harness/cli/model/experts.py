@@ -8,6 +8,7 @@ from harness.cli.model._common import add_scenario_arguments, print_result, sect
 from harness.model.expert_plan_records import ExpertsPlan
 from harness.model.expert_plans import experts_plan
 from harness.specs.scenario_experts import ExpertsCpuGpuScenario, load_expert_scenario
+from harness.units import fmt_ms
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +25,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _ms(x: float) -> str:
-    return f"{x * 1e3:.2f} ms"
+    return fmt_ms(x, 2)
 
 
 def render_summary(r: ExpertsPlan) -> str:

@@ -9,6 +9,7 @@ from harness.cli.model._common import add_scenario_arguments, ms_or_na as _ms, p
 from harness.model.kv_plan import kv_tiers_plan
 from harness.model.kv_plan_records import KvTiersPlan
 from harness.specs.scenario_kv import load_kind
+from harness.units import fmt_num
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +21,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _gb(x: float | None) -> str:
-    return "unbounded" if x is None else f"{x / 1e9:.1f} GB"
+    return fmt_num(x, ".1f", 1e-9, " GB", missing="unbounded")
 
 
 def render(r: KvTiersPlan) -> str:

@@ -12,6 +12,7 @@ from harness.cli._output import print_json
 from harness.model.plan import Plan, plan
 from harness.model.record import as_json
 from harness.specs.scenario import load_scenario
+from harness.units import fmt_num
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +44,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _f(x: float | None, unit: str = "", nd: int = 2) -> str:
-    return "n/a" if x is None else f"{x:.{nd}f}{unit}"
+    return fmt_num(x, f".{nd}f", suffix=unit, missing="n/a")
 
 
 def _alloc(a: Mapping[str, int]) -> str:

@@ -8,6 +8,7 @@ from harness.cli.model._common import add_scenario_arguments, ms_or_na as _ms, p
 from harness.model.kv_plan import routing_plan
 from harness.model.kv_plan_records import RoutingPlan
 from harness.specs.scenario_kv import load_kind
+from harness.units import fmt_num
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +21,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _gbps(x: float | None) -> str:
-    return "n/a" if x is None else f"{x / 1e9:.2f} GB/s"
+    return fmt_num(x, ".2f", 1e-9, " GB/s", missing="n/a")
 
 
 def render(r: RoutingPlan) -> str:
