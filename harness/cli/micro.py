@@ -51,6 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="perftest --out_json only: the BW unit of the run (default MiB/s, perftest's own; Gb/s for "
                     "--report_gbits)")
     im.add_argument("--out", default="results", help="results directory (default: results/)")
+    im.add_argument("--machine", default=None, help="results/<machine>/ of the machine the tool measured on "
+                    "(default: the GPU the file names + this host's CPU)")
     im.add_argument("--json", action="store_true", help="print the summary as JSON")
     im.set_defaults(_micro_main=main_import)
 
@@ -121,11 +123,15 @@ def main_import(args: argparse.Namespace) -> int:
         from harness.errors import HarnessError
 
         raise HarnessError(f"--units applies to perftest imports only, not {args.format}; leave it out.")
-    summary = import_to_run(args.format, args.file, args.out, command_line=["harness", *sys.argv[1:]], **options)
+    summary = import_to_run(args.format, args.file, args.out, command_line=["harness", *sys.argv[1:]], machine=args.machine, **options)
     if args.json:
         print_json(summary)
     else:
         print(f"imported {summary['cases']} case(s) from {args.file} ({args.format}) -> {summary['path']}")
+        if summary["skipped"]:
+            print(f"skipped {len(summary['skipped'])} test case(s):")
+            for sk in summary["skipped"]:
+                print(f"  {sk['case']}: {sk['reason']}")
     return 0
 
 

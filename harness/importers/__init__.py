@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+
+_SAFE_MACHINE = re.compile(r"^[A-Za-z0-9._-]+$")
 
 IMPORTERS: dict[str, str] = {
     "nvbandwidth": "harness.importers.nvbandwidth",
@@ -37,8 +41,15 @@ def load_json(path: str | Path, tool: str) -> Any:
     if not p.is_file():
         raise HarnessError(f"{tool} import: file {str(p)!r} does not exist; give the JSON file the tool wrote.")
     try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HarnessError(f"{tool} import: {p} is not UTF-8 text (byte {exc.start}: {exc.reason}); it is binary or not the "
+                           "tool's JSON output; give the file written by the tool's JSON option.") from None
+    except OSError as exc:
+        raise HarnessError(f"{tool} import: {p} cannot be read ({exc}).") from None
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise HarnessError(f"{tool} import: {p} is not valid JSON ({exc}); give the file written by the tool's JSON option.") from None
 
 
@@ -48,23 +59,94 @@ def require(d: Any, key: str, where: str, tool: str) -> Any:
     return d[key]
 
 
+# ---- typed fields: a wrong type or an impossible value names the field, the value and what was expected ----
+
+
+def _bad(tool: str, where: str, key: str, v: Any, want: str) -> HarnessError:
+    shown = repr(v) if len(repr(v)) <= 80 else repr(v)[:77] + "..."
+    return HarnessError(f"{tool} import: {where}: {key} must be {want}, got {shown}; this is not {tool} JSON output "
+                        "(or it was edited).")
+
+
+def number(v: Any, key: str, where: str, tool: str, *, positive: bool = False, allow_nan: bool = False) -> float:
+    """A JSON number (or a numeric string, as nvbandwidth writes; "nan" only with `allow_nan`), finite."""
+    want = "a positive finite number" if positive else "a finite number"
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise _bad(tool, where, key, v, want)
+    try:
+        x = float(v)
+    except (ValueError, OverflowError):
+        raise _bad(tool, where, key, v, want) from None
+    if x != x and allow_nan:
+        return x
+    if not math.isfinite(x) or (positive and x <= 0):
+        raise _bad(tool, where, key, v, want)
+    return x
+
+
+def integer(v: Any, key: str, where: str, tool: str, *, minimum: int = 0) -> int:
+    """A JSON integer (a float with no fraction is accepted) >= `minimum`."""
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise _bad(tool, where, key, v, f"an integer >= {minimum}")
+    return v
+
+
+def flag(v: Any, key: str, where: str, tool: str) -> bool:
+    """A JSON boolean, or the strings "true" / "false" (nccl-tests writes booleans as strings)."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, str) and v.strip().lower() in ("true", "false"):
+        return v.strip().lower() == "true"
+    raise _bad(tool, where, key, v, 'true or false (or the strings "true" / "false")')
+
+
+def table(v: Any, key: str, where: str, tool: str) -> dict:
+    if not isinstance(v, dict):
+        raise _bad(tool, where, key, v, "an object {...}")
+    return v
+
+
+def array(v: Any, key: str, where: str, tool: str) -> list:
+    if not isinstance(v, list):
+        raise _bad(tool, where, key, v, "a list [...]")
+    return v
+
+
 def parse(fmt: str, path: str | Path, **options: Any) -> Imported:
     if fmt not in IMPORTERS:
         raise HarnessError(f"import format {fmt!r} is unknown; known: {', '.join(IMPORTERS)}.")
     return importlib.import_module(IMPORTERS[fmt]).parse(path, **options)
 
 
+def check_machine(machine: str) -> str:
+    """A results/<machine>/ name: letters, digits, . _ - (no path separators)."""
+    if not machine or machine.startswith(".") or not _SAFE_MACHINE.match(machine):
+        raise HarnessError(f"--machine {machine!r}: a machine name is one path component of letters, digits, . _ -; "
+                           "e.g. h200-node01 (default: the fingerprint of the GPU the tool names and this host's CPU).")
+    return machine
+
+
 def import_to_run(fmt: str, path: str | Path, out: str | Path = "results", command_line: list[str] | None = None,
-                  **options: Any) -> dict[str, Any]:
-    """Parse `path` and write it as results/<machine>/<run_id>/ (kind "import"); returns a summary."""
+                  machine: str | None = None, **options: Any) -> dict[str, Any]:
+    """Parse `path` and write it as results/<machine>/<run_id>/ (kind "import"); returns a summary with the skips.
+
+    `machine` names the machine the tool measured on (results/<machine>/); by default it is the fingerprint
+    of the GPU the tool names and of the importing host's CPU."""
     from harness.records import new_manifest
     from harness.store import RunWriter
 
+    if machine is not None:
+        check_machine(machine)
     imp = parse(fmt, path, **options)
+    notes = [f"imported from {imp.tool} output {path}; host fields describe the importing machine, tool_facts the measuring one"]
+    if machine is not None:
+        notes.append(f"machine {machine!r} given with --machine")
     manifest = new_manifest(
         "import", gpu_name=imp.facts.get("gpu_name"), gpu_driver=imp.facts.get("driver"), cuda_version=imp.facts.get("cuda_version"),
         command_line=command_line, extra={"tool": imp.tool, "source_file": str(path), "tool_facts": imp.facts},
-        notes=[f"imported from {imp.tool} output {path}; host fields describe the importing machine, tool_facts the measuring one"],
+        notes=notes, machine=machine,
     )
     with RunWriter(manifest, out) as w:
         if imp.cases:
@@ -72,7 +154,9 @@ def import_to_run(fmt: str, path: str | Path, out: str | Path = "results", comma
             w.append("micro_samples", [r for c in imp.cases for r in c.sample_rows()])
         if imp.skips:
             w.append("micro_skips", [s.to_row() for s in imp.skips])
-    return {"path": str(w.path), "run_id": manifest.run_id, "tool": imp.tool, "cases": len(imp.cases), "skips": len(imp.skips)}
+    return {"path": str(w.path), "run_id": manifest.run_id, "machine": manifest.machine, "tool": imp.tool,
+            "cases": len(imp.cases), "skips": len(imp.skips),
+            "skipped": [{"suite": s.suite, "case": s.case, "reason": s.reason} for s in imp.skips]}
 
 
 def external_measurement(tool: str, median_s: float, *, samples: list[float] | None = None, n: int = 1,
