@@ -87,6 +87,14 @@ def write_part(run_path: Path, run_id: str, table: str, rows: Any, n: int) -> Pa
     return out
 
 
+_RUNS_STARTED: list[Path] = []  # run directories this process created, oldest first (the CLI's crash log goes there)
+
+
+def runs_started() -> list[Path]:
+    """Run directories created by RunWriter in this process, oldest first."""
+    return list(_RUNS_STARTED)
+
+
 class RunWriter:
     """Create results/<machine>/<run_id>/ and append tables in parts.
 
@@ -109,6 +117,7 @@ class RunWriter:
                                "(--out / --results).") from None
         self._parts: dict[str, int] = {}
         self._write_manifest()
+        _RUNS_STARTED.append(self.path)
 
     def _write_manifest(self) -> None:
         _atomic_write_bytes(self.path / "manifest.json", json.dumps(self.manifest.to_dict(), indent=2, default=str).encode())

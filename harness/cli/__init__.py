@@ -1,13 +1,24 @@
 """Thin CLI: one module per verb, each with add_arguments(parser) and main(args) -> int.
 
-Exit codes: 0 ok, 1 user/data error, 2 usage, 3 regression or SLO breach.
+Exit codes: 0 ok, 1 user/data error (and an unexpected failure), 2 usage, 3 regression or SLO breach.
+
+A HarnessError prints as `error: ...`. Any other exception is a bug (or an input not checked yet): the
+terminal gets one line naming the verb, the exception and the log file; the traceback goes to
+`error.log` in the run directory the verb was writing, or, when it wrote none, to
+$HARNESS_LOG_DIR (default <temp dir>/harness-logs/) as <verb>-<UTC time>-<pid>.log.
+HARNESS_TRACEBACK=1 also prints the traceback on the terminal.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
 
 from harness.errors import HarnessError
 
@@ -40,9 +51,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def crash_log_path(verb: str, runs_before: int) -> Path:
+    """Where the traceback of an unexpected failure goes: the newest run directory this verb created, else the log dir."""
+    from harness.store import runs_started
+
+    runs = runs_started()[runs_before:]
+    if runs and runs[-1].is_dir():
+        return runs[-1] / "error.log"
+    d = Path(os.environ.get("HARNESS_LOG_DIR") or Path(tempfile.gettempdir()) / "harness-logs")
+    return d / f"{verb}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}.log"
+
+
+def report_crash(verb: str, argv: list[str] | None, exc: BaseException, runs_before: int) -> None:
+    """One line on stderr naming the verb and the log; the traceback in the log file (not on the terminal)."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    head = f"harness {verb} {' '.join(argv if argv is not None else sys.argv[1:])}\n"
+    where = crash_log_path(verb, runs_before)
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        with open(where, "a", encoding="utf-8") as f:
+            f.write(head + text)
+        pointer = f"the traceback is in {where}"
+    except OSError as err:
+        pointer = f"the traceback could not be written to {where} ({err}); rerun with HARNESS_TRACEBACK=1 to see it"
+    msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    print(f"error: harness {verb} failed unexpectedly ({type(exc).__name__}{': ' + msg if msg else ''}); this is a bug "
+          f"or an input the harness does not check yet: {pointer}. Please report it with that file.", file=sys.stderr)
+    if os.environ.get("HARNESS_TRACEBACK") == "1":
+        print(text, file=sys.stderr, end="")
+
+
 def main(argv: list[str] | None = None) -> int:
+    from harness.store import runs_started
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    runs_before = len(runs_started())
     try:
         return int(args._main(args) or 0)
     except HarnessError as exc:
@@ -54,3 +98,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - the one place an unexpected failure becomes a line and a log
+        report_crash(args.verb, argv, exc, runs_before)
+        return 1

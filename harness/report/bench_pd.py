@@ -20,6 +20,7 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.model import queueing
+from harness.outdir import writable_dir
 from harness.report.renderer import ReportOptions, RunSource
 from harness.units import fmt_ms, fmt_num
 from workloads.summary import read_summary
@@ -105,8 +106,7 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
         run = run[0]
     if not isinstance(run, Run):
         run = Run(run)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = writable_dir(out_dir, "--to / --report-dir", "report directory")
     m = run.manifest
     tables = run.tables()
     if "requests" not in tables:

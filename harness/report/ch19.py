@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.outdir import writable_dir
 from harness.report.renderer import ReportOptions, RunSource
 from harness.units import fmt_num
 
@@ -253,8 +254,7 @@ def render(path: RunSource, out_dir: str | Path, options: ReportOptions | None =
     lines += allocator_section(cases["allocator"], skips["allocator"])
     lines += offload_section(cases["offload"], skips["offload"])
     lines += sweep_section(sweeps)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = writable_dir(out_dir, "--to", "report directory")
     md = out / "ch19.md"
     md.write_text("\n".join(lines))
     page = out / "ch19.html"
