@@ -9,13 +9,17 @@ The committed sample (workloads/traces/mooncake-sample.jsonl) is synthetic, in t
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.specs.limits import MAX_CONTEXT_SOURCE, MAX_CONTEXT_TOKENS
 from workloads.prompts import TokenizerText, prompt_text
 
 BLOCK_TOKENS = 512
+MAX_TIMESTAMP_MS = 365 * 86400 * 1000.0  # a trace spans at most a year of arrivals
+MAX_HASH_ID = 2**63 - 1
 SAMPLE_TRACE = Path(__file__).resolve().parent / "traces" / "mooncake-sample.jsonl"
 
 
@@ -35,6 +39,9 @@ def _int(path: Path, line: int, rec: dict, name: str, low: int) -> int:
     v = rec.get(name)
     if isinstance(v, bool) or not isinstance(v, int) or v < low:
         raise HarnessError(f"{path}:{line}: {name} must be an integer >= {low}, got {v!r}; fix the trace line.")
+    if v > MAX_CONTEXT_TOKENS:
+        raise HarnessError(f"{path}:{line}: {name} = {v} tokens is above {MAX_CONTEXT_TOKENS}, {MAX_CONTEXT_SOURCE}; "
+                           "fix the trace line.")
     return v
 
 
@@ -43,8 +50,15 @@ def read_trace(path: str | Path, max_requests: int | None = None) -> list[TraceR
     p = Path(path)
     if not p.is_file():
         raise HarnessError(f"trace file {str(p)!r} does not exist; give a Mooncake JSONL trace (sample: {SAMPLE_TRACE}).")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HarnessError(f"trace {p} is not UTF-8 text (byte {exc.start}: {exc.reason}); it is binary or compressed: "
+                           "give the JSONL trace itself (decompress it first).") from None
+    except OSError as exc:
+        raise HarnessError(f"trace {p} cannot be read ({exc}).") from None
     out: list[TraceRequest] = []
-    for n, raw in enumerate(p.read_text().splitlines(), start=1):
+    for n, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
         try:
@@ -54,13 +68,16 @@ def read_trace(path: str | Path, max_requests: int | None = None) -> list[TraceR
         if not isinstance(rec, dict):
             raise HarnessError(f"{p}:{n}: expected a JSON object, got {type(rec).__name__}.")
         ts = rec.get("timestamp")
-        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts < 0:
-            raise HarnessError(f"{p}:{n}: timestamp must be a number of milliseconds >= 0, got {ts!r}.")
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts) or ts < 0 or ts > MAX_TIMESTAMP_MS:
+            raise HarnessError(f"{p}:{n}: timestamp must be a number of milliseconds from 0 to {MAX_TIMESTAMP_MS:g} "
+                               f"(one year), got {ts!r}.")
         inp = _int(p, n, rec, "input_length", 1)
         outl = _int(p, n, rec, "output_length", 1)
         ids = rec.get("hash_ids", [])
-        if not isinstance(ids, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in ids):
-            raise HarnessError(f"{p}:{n}: hash_ids must be a list of integers, got {ids!r}.")
+        if not isinstance(ids, list) or not all(isinstance(h, int) and not isinstance(h, bool) and 0 <= h <= MAX_HASH_ID
+                                                for h in ids):
+            shown = repr(ids) if len(repr(ids)) < 120 else repr(ids)[:117] + "..."
+            raise HarnessError(f"{p}:{n}: hash_ids must be a list of integers from 0 to 2**63-1 (block ids), got {shown}.")
         if len(ids) * BLOCK_TOKENS < inp - BLOCK_TOKENS + 1 and ids:
             raise HarnessError(f"{p}:{n}: {len(ids)} hash_ids cover at most {len(ids) * BLOCK_TOKENS} tokens but input_length is {inp}.")
         out.append(TraceRequest(float(ts) / 1000.0, inp, outl, tuple(ids)))

@@ -12,6 +12,7 @@ are refused):
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -62,11 +63,48 @@ def parse_calibration(d: Any, source: str) -> CalibrationRecord:
     d = load_versioned(d, SCHEMA_VERSION, UPGRADES, source, legacy_fields=("format_version",),
                        fix="regenerate it with `harness calibrate`", what="calibration file")
     try:
-        return CalibrationRecord.from_dict(d)
+        rec = CalibrationRecord.from_dict(d)
     except KeyError as exc:
         raise HarnessError(f"{source}: field {exc.args[0]!r} is missing; the file is damaged, regenerate it with `harness calibrate`.") from None
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise HarnessError(f"{source}: a field has a bad value ({exc}); regenerate it with `harness calibrate`.") from None
+    problems = physical_problems(rec)
+    if problems:
+        raise HarnessError("\n".join([f"calibration file {source} holds impossible values:", *(f"  {p}" for p in problems),
+                                       "  regenerate it with `harness calibrate` (an efficiency above 1 is a measurement or "
+                                       "spec error: check the peak it is a fraction of)."]))
+    if not (rec.curves or rec.links or rec.stages or rec.storage or rec.cpu_expert_flops_per_s
+            or rec.host_memory_bandwidth_bytes_per_s):
+        raise HarnessError(f"{source}: the calibration holds no constants (no curves, links, stages, storage, C_C or B_D); "
+                           "calibrate from runs that measured something (`harness micro run`, then `harness calibrate`).")
+    return rec
+
+
+def physical_problems(rec: CalibrationRecord) -> list[str]:
+    """Values no measurement can give, each naming its field: efficiencies outside (0, 1], rates and bandwidths
+    that are not positive, negative latencies. They are refused, never clamped."""
+    out: list[str] = []
+    for i, c in enumerate(rec.curves):
+        for j, pt in enumerate(c.points):
+            for name, v in (("measured.value", pt.measured.value), ("fitted", pt.fitted)):
+                if not (0.0 < v <= 1.0):
+                    out.append(f"curves[{i}] ({c.quantity} on {c.device}).points[{j}].{name} = {v!r} is outside (0, 1]")
+            if not (pt.x > 0 and math.isfinite(pt.x)):
+                out.append(f"curves[{i}] ({c.quantity} on {c.device}).points[{j}].x = {pt.x!r} must be a positive {c.x_name}")
+    for i, lf in enumerate(rec.links):
+        if lf.bandwidth_bytes_per_s.value <= 0:
+            out.append(f"links[{i}] ({lf.key}).bandwidth_bytes_per_s.value = {lf.bandwidth_bytes_per_s.value!r} must be > 0")
+        if lf.alpha_s.value < 0:
+            out.append(f"links[{i}] ({lf.key}).alpha_s.value = {lf.alpha_s.value!r} must be >= 0")
+    for i, st in enumerate(rec.stages):
+        if st.rate.value <= 0:
+            out.append(f"stages[{i}] ({st.phase} on {st.device}).rate.value = {st.rate.value!r} must be > 0")
+    for name, e in (("cpu_expert_flops_per_s", rec.cpu_expert_flops_per_s),
+                    ("host_memory_bandwidth_bytes_per_s", rec.host_memory_bandwidth_bytes_per_s),
+                    *((f"storage.{k}", v) for k, v in rec.storage.items())):
+        if e is not None and e.value <= 0:
+            out.append(f"{name}.value = {e.value!r} must be > 0")
+    return out
 
 
 def load_calibration(path: str | Path) -> CalibrationRecord:
@@ -76,8 +114,11 @@ def load_calibration(path: str | Path) -> CalibrationRecord:
             f"calibration file {str(p)!r} does not exist; make one with `harness calibrate results/<machine>/ --out {p}`."
         )
     try:
-        d = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
+        d = json.loads(p.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise HarnessError(f"{p} is not UTF-8 text (byte {exc.start}: {exc.reason}); it is not a calibration file: "
+                           "regenerate it with `harness calibrate`.") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise HarnessError(f"{p} is not valid JSON ({exc}); regenerate it with `harness calibrate`.") from None
     return parse_calibration(d, str(p))
 
@@ -88,4 +129,9 @@ def load_calibration_for_model(path: str | Path):
     from harness.calibration.apply import MeasuredConstants
 
     rec = load_calibration(path)
+    if not rec.curves:
+        import sys
+
+        print(f"warning: calibration {path} has no efficiency curves; the model uses the scenario's efficiencies for "
+              "prefill and decode (only the links, stages and host constants it holds are measured).", file=sys.stderr)
     return MeasuredConstants(rec, str(path))

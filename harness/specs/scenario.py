@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from harness import toml_file
 from harness.errors import HarnessError
 from harness.specs.gpus import GPUS
+from harness.specs.limits import MAX_GPUS_PER_POOL, MAX_GPUS_SOURCE, context_problem, resident_tokens_problem
 from harness.specs.links import DEFAULT_STARTUP_LATENCY_S, LINKS
 from harness.specs.models import MODELS, model_paths_relative_to, resolve_model_ref
 from harness.units import DTYPE_BYTES
@@ -76,6 +77,10 @@ class WorkloadSpec(_Strict):
 
     @model_validator(mode="after")
     def _prefix(self) -> "WorkloadSpec":
+        problem = (context_problem(self.input_tokens, "input_tokens") or context_problem(self.output_tokens, "output_tokens")
+                   or context_problem(self.input_tokens + self.output_tokens, "input_tokens + output_tokens"))
+        if problem:
+            raise ValueError(problem)
         if self.cached_prefix_tokens >= self.input_tokens:
             raise ValueError(
                 f"cached_prefix_tokens ({self.cached_prefix_tokens}) must be below input_tokens "
@@ -87,6 +92,13 @@ class WorkloadSpec(_Strict):
 class PoolSpec(_Strict):
     gpu: str
     count: Annotated[int, Field(ge=1)]
+
+    @field_validator("count")
+    @classmethod
+    def _count(cls, v: int) -> int:
+        if v > MAX_GPUS_PER_POOL:
+            raise ValueError(f"{v} GPUs of one type is above {MAX_GPUS_PER_POOL}: {MAX_GPUS_SOURCE}; give the pool's real size")
+        return v
 
     @field_validator("gpu")
     @classmethod
@@ -205,6 +217,11 @@ class Scenario(_Strict):
     @model_validator(mode="after")
     def _cross(self) -> "Scenario":
         names = [p.gpu for p in self.pools]
+        w = self.workload
+        memory = sum(GPUS[p.gpu].hbm_capacity_bytes * p.count for p in self.pools)
+        problem = resident_tokens_problem(w.decode_batch, w.input_tokens + w.output_tokens, memory, "all pools together")
+        if problem:
+            raise ValueError(f"workload.{problem}")
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"pools list GPU type(s) {sorted(dup)} more than once; give one entry per type with its count")
@@ -256,13 +273,18 @@ def scenario_class(kind: str) -> type[BaseModel]:
     return getattr(importlib.import_module(mod), cls)
 
 
+def scenario_kind(data: dict, path: str | Path) -> str:
+    """The file's `kind` (default "pd-capacity"); a non-string is refused with the known kinds."""
+    kind = data.get("kind", "pd-capacity")
+    if not isinstance(kind, str):
+        raise HarnessError(f"scenario {path}: kind must be a string, one of {', '.join(SCENARIO_KINDS)}; got {kind!r}.")
+    return kind
+
+
 def load_any_scenario(path: str | Path) -> BaseModel:
     """Load a scenario of any registered kind (the `kind` field, default "pd-capacity")."""
     data = load_toml(path)
-    kind = data.get("kind", "pd-capacity")
-    if not isinstance(kind, str):
-        raise HarnessError(f"scenario {path}: kind must be a string, got {kind!r}.")
-    return validate_model(scenario_class(kind), data, str(path))
+    return validate_model(scenario_class(scenario_kind(data, path)), data, str(path))
 
 
 def parse_scenario(data: dict, source: str = "<dict>") -> Scenario:
@@ -272,7 +294,7 @@ def parse_scenario(data: dict, source: str = "<dict>") -> Scenario:
 def load_scenario(path: str | Path) -> Scenario:
     """Load a PD capacity scenario; a file of another kind is refused with its kind named."""
     data = load_toml(path)
-    kind = data.get("kind", "pd-capacity")
+    kind = scenario_kind(data, path)
     if kind != "pd-capacity":
         raise HarnessError(
             f"scenario {path} is of kind {kind!r}, not a PD capacity scenario; use the `harness model` subcommand for that kind."

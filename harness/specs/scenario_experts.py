@@ -22,6 +22,7 @@ from harness.specs.scenario import (
     PosFloat,
     _Strict,
     load_toml,
+    scenario_kind,
     validate_model,
 )
 from harness.units import DTYPE_BYTES
@@ -410,7 +411,7 @@ def load_expert_scenario(path: str | Path, cls: type[M], overrides: dict | None 
     if overrides:
         data = _merge(data, overrides)
     want = cls.model_fields["kind"].default
-    kind = data.get("kind", "pd-capacity")
+    kind = scenario_kind(data, path)
     if kind != want:
         other = SUBCOMMAND_OF_KIND.get(kind, "plan" if kind == "pd-capacity" else None)
         hint = f"run it with `harness model {other}`" if other else "see `harness model list` for each file's kind"

@@ -294,10 +294,10 @@ class LifecycleScenario(VersionedScenario):
 def load_kind(path: str, kind: str):
     """Load a scenario file that must be of `kind`; another kind is refused with the subcommand to use."""
     from harness.errors import HarnessError
-    from harness.specs.scenario import load_toml, scenario_class, validate_model
+    from harness.specs.scenario import load_toml, scenario_class, scenario_kind, validate_model
 
     data = load_toml(path)
-    got = data.get("kind", "pd-capacity")
+    got = scenario_kind(data, path)
     if got != kind:
         raise HarnessError(
             f"scenario {path} is of kind {got!r}, not {kind!r}; "

@@ -88,3 +88,59 @@ def test_cli_errors_exit_1_without_traceback(tmp_path, capsys):
     assert code == 1 and "--bootstrap must be at least 10" in capsys.readouterr().err
     code = main(["calibrate", str(FIXTURES), "--out", str(tmp_path / "c.json")])
     assert code == 1 and "holds runs of 2 machines" in capsys.readouterr().err
+
+
+def _saved(tmp_path, name="synthetic-h200"):
+    from harness.calibration.fit import fit_calibration
+    from harness.calibration.runs import load_machine_runs
+
+    rec = fit_calibration(load_machine_runs(FIXTURES / name), n_bootstrap=20)
+    return json.loads(save_calibration(rec, tmp_path / "c.json").read_text())
+
+
+@pytest.mark.parametrize("field, value", [("fitted", -0.2), ("fitted", 1.7), ("fitted", 0.0)])
+def test_efficiencies_outside_0_1_are_refused_not_clamped(tmp_path, field, value):
+    d = _saved(tmp_path)
+    assert d["curves"], "the fixture has curves"
+    d["curves"][0]["points"][0][field] = value
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(Exception) as e:
+        load_calibration(p)
+    msg = str(e.value)
+    assert f"curves[0] ({d['curves'][0]['quantity']} on {d['curves'][0]['device']}).points[0].fitted = {value!r} is outside (0, 1]" in msg
+    assert "regenerate it with `harness calibrate`" in msg
+
+
+def test_non_positive_link_bandwidth_is_refused(tmp_path):
+    d = _saved(tmp_path)
+    d["links"][0]["bandwidth_bytes_per_s"]["value"] = -5.0
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(Exception, match=r"links\[0\] .*bandwidth_bytes_per_s.value = -5.0 must be > 0"):
+        load_calibration(p)
+
+
+def test_no_curves_warns_and_nothing_at_all_is_refused(tmp_path, capsys):
+    from harness.calibration.file import load_calibration_for_model
+
+    d = _saved(tmp_path)
+    d["curves"] = []
+    p = tmp_path / "nocurves.json"
+    p.write_text(json.dumps(d))
+    load_calibration_for_model(p)
+    assert "has no efficiency curves" in capsys.readouterr().err
+    for k in ("links", "stages"):
+        d[k] = []
+    d["storage"], d["cpu_expert_flops_per_s"], d["host_memory_bandwidth_bytes_per_s"] = {}, None, None
+    p.write_text(json.dumps(d))
+    with pytest.raises(Exception, match="holds no constants"):
+        load_calibration(p)
+
+
+def test_binary_calibration_file(tmp_path, capsys):
+    p = tmp_path / "c.json"
+    p.write_bytes(b"\x1f\x8b\x08\x00\xff\xfe")
+    code = main(["model", "plan", str(ROOT / "workloads" / "scenarios" / "ch9-hetero-pd.toml"), "--calibration", str(p)])
+    err = capsys.readouterr().err
+    assert code == 1 and "is not UTF-8 text" in err and "Traceback" not in err

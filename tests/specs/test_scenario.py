@@ -98,3 +98,40 @@ def test_bad_toml_and_missing_file(tmp_path):
         load_scenario(p)
     with pytest.raises(HarnessError, match="does not exist"):
         load_scenario(tmp_path / "none.toml")
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("input_tokens", 2**63 - 1, "workload: input_tokens = 9223372036854775807 tokens is above 10485760 tokens, the longest context"),
+    ("output_tokens", 10**20, "output_tokens = 100000000000000000000 tokens is above 10485760"),
+    ("decode_batch", 10**11, "decode_batch 100000000000 × "),
+])
+def test_impossible_counts_are_refused_naming_the_bound(field, value, needle):
+    d = base()
+    d["workload"][field] = value
+    assert needle in err(d)
+
+
+def test_pool_count_bound():
+    d = base()
+    d["pools"][0]["count"] = 10**9
+    assert "pools[0].count: 1000000000 GPUs of one type is above 131072: the largest GPU clusters" in err(d)
+
+
+@pytest.mark.parametrize("kind", ["[1]", "{ a = 1 }", "3"])
+def test_non_string_kind_is_refused_by_every_loader(tmp_path, kind):
+    from harness.specs.scenario import load_any_scenario
+    from harness.specs.scenario_experts import ExpertsCpuGpuScenario, load_expert_scenario
+    from harness.specs.scenario_kv import load_kind
+
+    p = tmp_path / "k.toml"
+    p.write_text(f'kind = {kind}\nname = "x"\n')
+    for load in (load_any_scenario, load_scenario, lambda q: load_expert_scenario(q, ExpertsCpuGpuScenario),
+                 lambda q: load_kind(q, "kv-tiers")):
+        with pytest.raises(HarnessError, match="kind must be a string, one of pd-capacity"):
+            load(p)
+
+
+def test_versions_below_one_are_refused():
+    d = base()
+    d["schema_version"] = 0
+    assert "schema_version must be an integer >= 1, got 0" in err(d)

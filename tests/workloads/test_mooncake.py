@@ -37,9 +37,24 @@ def test_replay_artifact_scales_time():
     ('{"timestamp": -1, "input_length": 5, "output_length": 3}', "timestamp"),
     ('{"timestamp": 1, "input_length": 5, "output_length": 3, "hash_ids": ["a"]}', "hash_ids"),
     ("not json", "not valid JSON"),
+    ('{"timestamp": 1, "input_length": 5, "output_length": 3, "hash_ids": [-4]}', r"hash_ids must be a list of integers from 0"),
+    ('{"timestamp": 1, "input_length": 5, "output_length": 1e20, "hash_ids": [1]}', "output_length must be an integer"),
+    ('{"timestamp": 1, "input_length": 5, "output_length": 100000000000000000000, "hash_ids": [1]}',
+     r"output_length = 100000000000000000000 tokens is above 10485760, the longest context window"),
+    ('{"timestamp": 1, "input_length": 9223372036854775807, "output_length": 3, "hash_ids": [1]}', "input_length = 9223372036854775807"),
+    ('{"timestamp": 1e300, "input_length": 5, "output_length": 3}', "timestamp must be a number of milliseconds from 0"),
 ])
 def test_bad_lines_are_named(tmp_path, line, msg):
     p = tmp_path / "t.jsonl"
     p.write_text('{"timestamp": 0, "input_length": 5, "output_length": 3, "hash_ids": [1]}\n' + line + "\n")
     with pytest.raises(HarnessError, match=rf"t.jsonl:2: .*{msg}|t.jsonl:2: {msg}"):
+        read_trace(p)
+
+
+def test_binary_or_compressed_trace_is_a_clear_error(tmp_path):
+    import gzip
+
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(gzip.compress(b'{"timestamp": 0, "input_length": 5, "output_length": 3}\n'))
+    with pytest.raises(HarnessError, match="is not UTF-8 text .*decompress it first"):
         read_trace(p)
