@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.calibration.record import CalibrationRecord
+from harness.calibration.record import CalibrationRecord, FieldError, at
 from harness.errors import HarnessError
 from harness.versioning import load_versioned, stamp_version
 
@@ -63,11 +63,13 @@ def parse_calibration(d: Any, source: str) -> CalibrationRecord:
     d = load_versioned(d, SCHEMA_VERSION, UPGRADES, source, legacy_fields=("format_version",),
                        fix="regenerate it with `harness calibrate`", what="calibration file")
     try:
-        rec = CalibrationRecord.from_dict(d)
-    except KeyError as exc:
-        raise HarnessError(f"{source}: field {exc.args[0]!r} is missing; the file is damaged, regenerate it with `harness calibrate`.") from None
-    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
-        raise HarnessError(f"{source}: a field has a bad value ({exc}); regenerate it with `harness calibrate`.") from None
+        rec = at("", CalibrationRecord.from_dict, d)
+    except FieldError as exc:
+        where = f"{exc.path}: " if exc.path else ""
+        problem = exc.problem.replace("bad value (", "a bad value (")
+        if problem.startswith("field ") and problem.endswith("is missing"):
+            raise HarnessError(f"{source}: {where}{problem}; the file is damaged, regenerate it with `harness calibrate`.") from None
+        raise HarnessError(f"{source}: {where}{problem}; regenerate it with `harness calibrate`.") from None
     problems = physical_problems(rec)
     if problems:
         raise HarnessError("\n".join([f"calibration file {source} holds impossible values:", *(f"  {p}" for p in problems),

@@ -21,6 +21,58 @@ def _f(x: Any) -> float | None:
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else float(x)
 
 
+class FieldError(ValueError):
+    """A bad field of a calibration file, with its path (curves[0].points[2].measured.value)."""
+
+    def __init__(self, path: str, problem: str):
+        super().__init__(f"{path}: {problem}" if path else problem)
+        self.path, self.problem = path, problem
+
+
+def at(path: str, fn: Any, *args: Any) -> Any:
+    """fn(*args), with any failure reported as a FieldError under `path` (prefixing the inner path)."""
+    try:
+        return fn(*args)
+    except FieldError as e:
+        sep = "" if e.path.startswith("[") else "."
+        raise FieldError(f"{path}{sep}{e.path}" if path and e.path else (path or e.path), e.problem) from None
+    except KeyError as e:
+        raise FieldError(path, f"field {e.args[0]!r} is missing") from None
+    except (TypeError, ValueError, AttributeError, OverflowError) as e:
+        raise FieldError(path, f"bad value ({e})") from None
+
+
+def _num(d: Any, key: str) -> float:
+    if not isinstance(d, dict):
+        raise FieldError("", f"must be an object {{...}}, got {d!r}")
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise FieldError(key, f"must be a number, got {v!r}")
+    return float(v)
+
+
+def _str(d: Any, key: str, optional: bool = False) -> str | None:
+    v = d.get(key) if optional else d[key]
+    if v is None and optional:
+        return None
+    if not isinstance(v, str):
+        raise FieldError(key, f"must be a string{' or null' if optional else ''}, got {v!r}")
+    return v
+
+
+def _items(d: Any, key: str, default: Any = ()) -> list:
+    v = d.get(key, default) if isinstance(d, dict) else d[key]
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise FieldError(key, f"must be a list, got {type(v).__name__}")
+    return v
+
+
+def _each(d: Any, key: str, parse: Any) -> tuple:
+    return tuple(at(f"{key}[{i}]", parse, x) for i, x in enumerate(_items(d, key)))
+
+
 @dataclass(frozen=True)
 class Estimate:
     """One fitted number: value, 95 % bootstrap interval [low, high], unit, how and from what it came."""
@@ -48,8 +100,14 @@ class Estimate:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Estimate":
-        return cls(float(d["value"]), float(d["low"]), float(d["high"]), str(d["unit"]), int(d["n_samples"]),
-                   tuple(d["run_ids"]), str(d["method"]))
+        n = d["n_samples"] if isinstance(d, dict) else None
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise FieldError("n_samples", f"must be an integer >= 0, got {n!r}")
+        try:
+            return cls(_num(d, "value"), _num(d, "low"), _num(d, "high"), str(d["unit"]), n,
+                       tuple(str(r) for r in _items(d, "run_ids", None)), str(d["method"]))
+        except HarnessError as e:  # a non-finite value, named by __post_init__
+            raise FieldError("", str(e)) from None
 
 
 @dataclass(frozen=True)
@@ -66,7 +124,8 @@ class CurvePoint:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CurvePoint":
-        return cls(float(d["x"]), Estimate.from_dict(d["measured"]), float(d["fitted"]), tuple(d["case_ids"]))
+        return cls(_num(d, "x"), at("measured", Estimate.from_dict, d["measured"]), _num(d, "fitted"),
+                   tuple(str(c) for c in _items(d, "case_ids", None)))
 
 
 @dataclass(frozen=True)
@@ -113,10 +172,21 @@ class EfficiencyCurve:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EfficiencyCurve":
-        pts = tuple(CurvePoint.from_dict(p) for p in d["points"])
+        pts = _each(d, "points", CurvePoint.from_dict)
         if not pts:
-            raise HarnessError(f"calibration curve {d.get('quantity')!r} of {d.get('device')!r} has no points.")
+            raise FieldError("points", f"curve {d.get('quantity')!r} of {d.get('device')!r} has no points")
+        if any(b.x <= a.x for a, b in zip(pts, pts[1:])):
+            raise FieldError("points", "x must increase from point to point")
+        for key, allowed in (("quantity", ("decode_bandwidth_efficiency", "prefill_compute_efficiency")),
+                             ("x_name", ("batch", "tokens_per_gpu"))):
+            if d[key] not in allowed:
+                raise FieldError(key, f"must be one of {', '.join(allowed)}, got {d[key]!r}")
+        for key in ("device", "dtype", "backend", "peak_source"):
+            if not isinstance(d[key], str):
+                raise FieldError(key, f"must be a string, got {d[key]!r}")
         ctx = d.get("context_tokens")
+        if ctx is not None and (isinstance(ctx, bool) or not isinstance(ctx, int) or ctx < 0):
+            raise FieldError("context_tokens", f"must be an integer >= 0 or null, got {ctx!r}")
         return cls(d["device"], d["quantity"], d["x_name"], d["dtype"], d["backend"], bool(d["monotone"]),
                    d["peak_source"], pts, None if ctx is None else int(ctx))
 
@@ -154,9 +224,12 @@ class LinkFit:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "LinkFit":
-        return cls(d["link"], d["direction"], d.get("memory"), Estimate.from_dict(d["alpha_s"]),
-                   Estimate.from_dict(d["bandwidth_bytes_per_s"]), tuple(d["sizes_bytes"]), tuple(d["median_s"]),
-                   tuple(d["fitted_s"]), d["weighting"], d.get("method"), str(d.get("byte_convention", "")))
+        nums = {k: tuple(at(f"{k}[{i}]", float, x) for i, x in enumerate(_items(d, k, None)))
+                for k in ("sizes_bytes", "median_s", "fitted_s")}
+        return cls(_str(d, "link"), _str(d, "direction"), _str(d, "memory", optional=True), at("alpha_s", Estimate.from_dict, d["alpha_s"]),
+                   at("bandwidth_bytes_per_s", Estimate.from_dict, d["bandwidth_bytes_per_s"]), nums["sizes_bytes"],
+                   nums["median_s"], nums["fitted_s"], str(d["weighting"]), _str(d, "method", optional=True),
+                   str(d.get("byte_convention", "")))
 
 
 @dataclass(frozen=True)
@@ -186,8 +259,15 @@ class StageMeasurement:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "StageMeasurement":
-        return cls(d["device"], d["phase"], d["model"], d.get("tokens"), d.get("batch"), d.get("context_tokens"),
-                   Estimate.from_dict(d["rate"]), _f(d.get("peak_flops_per_s")), _f(d.get("peak_bytes_per_s")), d["case_id"],
+        if d["phase"] not in ("prefill", "decode"):
+            raise FieldError("phase", f"must be prefill or decode, got {d['phase']!r}")
+        for key in ("tokens", "batch", "context_tokens"):
+            v = d.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise FieldError(key, f"must be an integer >= 0 or null, got {v!r}")
+        return cls(_str(d, "device"), d["phase"], _str(d, "model"), d.get("tokens"), d.get("batch"), d.get("context_tokens"),
+                   at("rate", Estimate.from_dict, d["rate"]), at("peak_flops_per_s", _f, d.get("peak_flops_per_s")),
+                   at("peak_bytes_per_s", _f, d.get("peak_bytes_per_s")), _str(d, "case_id"),
                    float(d.get("useful_flops") or 0.0), float(d.get("useful_bytes") or 0.0), str(d.get("dtype", "")))
 
 
@@ -205,7 +285,8 @@ class RunRef:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunRef":
-        return cls(d["run_id"], d["kind"], d["status"], float(d["created_unix_s"]), tuple(d.get("suites", ())))
+        return cls(_str(d, "run_id"), _str(d, "kind"), _str(d, "status"), _num(d, "created_unix_s"),
+                   tuple(str(x) for x in _items(d, "suites")))
 
 
 @dataclass(frozen=True)
@@ -272,16 +353,25 @@ class CalibrationRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CalibrationRecord":
-        est = lambda x: Estimate.from_dict(x) if x else None  # noqa: E731
+        est = lambda k: at(k, Estimate.from_dict, d[k]) if d.get(k) else None  # noqa: E731
+        storage = d.get("storage") or {}
+        if not isinstance(storage, dict):
+            raise FieldError("storage", f"must be an object {{read, write}}, got {storage!r}")
+        if not isinstance(d["machine"], str):
+            raise FieldError("machine", f"must be a string, got {d['machine']!r}")
+        proxy = d.get("proxy") or {}
+        if not isinstance(proxy, dict) or not all(isinstance(v, str) for v in proxy.values()):
+            raise FieldError("proxy", f"must map names to names, got {proxy!r}")
         return cls(
-            machine=d["machine"], key_facts=dict(d["key_facts"]), runs=tuple(RunRef.from_dict(r) for r in d["runs"]),
-            seed=int(d["seed"]), n_bootstrap=int(d["n_bootstrap"]),
-            curves=tuple(EfficiencyCurve.from_dict(c) for c in d.get("curves", [])),
-            links=tuple(LinkFit.from_dict(x) for x in d.get("links", [])),
-            cpu_expert_flops_per_s=est(d.get("cpu_expert_flops_per_s")),
-            host_memory_bandwidth_bytes_per_s=est(d.get("host_memory_bandwidth_bytes_per_s")),
-            storage={k: Estimate.from_dict(v) for k, v in d.get("storage", {}).items()},
-            stages=tuple(StageMeasurement.from_dict(s) for s in d.get("stages", [])),
-            proxy=dict(d.get("proxy", {})), warnings=tuple(d.get("warnings", [])),
-            created_unix_s=float(d.get("created_unix_s", 0.0)), harness_version=str(d.get("harness_version", "")),
+            machine=d["machine"], key_facts=at("key_facts", dict, d["key_facts"]), runs=_each(d, "runs", RunRef.from_dict),
+            seed=at("seed", int, d["seed"]), n_bootstrap=at("n_bootstrap", int, d["n_bootstrap"]),
+            curves=_each(d, "curves", EfficiencyCurve.from_dict),
+            links=_each(d, "links", LinkFit.from_dict),
+            cpu_expert_flops_per_s=est("cpu_expert_flops_per_s"),
+            host_memory_bandwidth_bytes_per_s=est("host_memory_bandwidth_bytes_per_s"),
+            storage={k: at(f"storage.{k}", Estimate.from_dict, v) for k, v in storage.items()},
+            stages=_each(d, "stages", StageMeasurement.from_dict),
+            proxy=proxy, warnings=tuple(str(w) for w in _items(d, "warnings")),
+            created_unix_s=at("created_unix_s", float, d.get("created_unix_s", 0.0)),
+            harness_version=str(d.get("harness_version", "")),
         )

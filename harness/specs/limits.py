@@ -33,3 +33,18 @@ def resident_tokens_problem(batch: int, tokens_per_request: int, memory_bytes: f
                 f"{memory_bytes:.3g} bytes of GPU memory of {where} (each resident token keeps at least one byte of KV "
                 f"per layer); give a decode_batch of at most {most}, and see the plan's memory fit for the real limit")
     return None
+
+
+# What the model enumerates or simulates in memory (arrays of this many cells, a few hundred MB at most).
+MAX_GRID_CELLS = 2**22  # allocation grids: one cell per (P, D) split of the pools
+MAX_SIMULATED_DRAWS = 2**27  # routing simulations: one int16 per expert choice drawn
+
+
+def grid_problem(counts: list[int], what: str) -> str | None:
+    cells = 1
+    for c in counts:
+        cells *= c + 1
+    if cells > MAX_GRID_CELLS:
+        return (f"{what}: the allocation grid of {' × '.join(str(c + 1) for c in counts)} = {cells} splits is above the "
+                f"{MAX_GRID_CELLS} the model enumerates in memory; give smaller pools")
+    return None

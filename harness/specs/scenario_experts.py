@@ -15,6 +15,7 @@ from harness.specs.cpus import CPUS, CPU_KERNELS, NUMA_PATHS
 from harness.specs.gpus import GPUS
 from harness.specs.links import LINKS
 from harness.specs.models import MODELS
+from harness.specs.limits import MAX_GPUS_PER_POOL, MAX_SIMULATED_DRAWS, grid_problem
 from harness.specs.scenario import (
     EfficiencyPair,
     LinkSection,
@@ -147,7 +148,7 @@ class PipelineSection(_Strict):
 
 class PoolEntry(_Strict):
     gpu: str
-    count: PosInt
+    count: Annotated[int, Field(ge=1, le=MAX_GPUS_PER_POOL)]
 
     _g = field_validator("gpu")(classmethod(lambda cls, v: check_known(v, GPUS, "GPU")))
 
@@ -179,6 +180,9 @@ class MlaCompactSection(_Strict):
             raise ValueError(f"pools list GPU type(s) {dup} more than once; give one entry per type with its count")
         if sum(p.count for p in self.pools) < 2:
             raise ValueError("pools need at least two GPUs in all so that both P and D are non-empty")
+        problem = grid_problem([p.count for p in self.pools], "pools")
+        if problem:
+            raise ValueError(problem)
         m = MODELS.get(self.state_model)
         if m is not None and m.attention != "mla":
             raise ValueError(f"state_model {m.name!r} is not an MLA model; the compact path needs one such as deepseek-v3")
@@ -220,6 +224,12 @@ class RoutingSection(_Strict):
             raise ValueError(f"ep_sizes {bad} do not divide n_experts ({self.n_experts}); experts are spread evenly by index")
         if self.hot_expert_rows > self.tokens:
             raise ValueError(f"hot_expert_rows ({self.hot_expert_rows}) exceeds tokens ({self.tokens}); a token picks an expert at most once")
+        draws = self.top_k * self.tokens * self.batches
+        if draws > MAX_SIMULATED_DRAWS or self.n_experts * self.batches > MAX_SIMULATED_DRAWS:
+            raise ValueError(
+                f"the routing simulation draws top_k × tokens × batches = {draws} expert choices over n_experts × batches = "
+                f"{self.n_experts * self.batches} counters, above the {MAX_SIMULATED_DRAWS} the harness simulates in memory; "
+                "lower batches (or tokens)")
         return self
 
 

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from harness.cli._output import print_json
 from harness.model.record import as_json
+from harness.units import fmt_ms
 
 
 def add_scenario_arguments(parser: argparse.ArgumentParser, scenario_help: str, fields_doc: str) -> None:
@@ -31,4 +32,4 @@ def print_result(args: argparse.Namespace, result: Any, render: Callable[[Any], 
 
 
 def ms_or_na(x: float | None) -> str:
-    return "n/a" if x is None else f"{x * 1e3:.1f} ms"
+    return fmt_ms(x, missing="n/a")
