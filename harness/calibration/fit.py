@@ -137,8 +137,8 @@ class _Case:
 
 class _Fitter:
     def __init__(self, mr: MachineRuns, seed: int, n_bootstrap: int):
-        if n_bootstrap < 10:
-            raise HarnessError(f"--bootstrap must be at least 10 resamples, got {n_bootstrap!r}.")
+        if not 10 <= n_bootstrap <= 100_000:  # the upper bound keeps the resample matrix in memory
+            raise HarnessError(f"--bootstrap must be at least 10 and at most 100000 resamples, got {n_bootstrap!r}.")
         self.mr = mr
         self.seed = seed
         self.n_boot = n_bootstrap

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import sys
 import tempfile
@@ -48,7 +49,41 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(verb, help=(mod.__doc__ or "").strip().splitlines()[0], description=mod.__doc__)
         mod.add_arguments(p)
         p.set_defaults(_main=mod.main)
+    harden_types(parser)
     return parser
+
+
+def finite_float(text: str) -> float:
+    """float(), refusing nan and inf: no flag of the harness means anything by them."""
+    x = float(text)
+    if not math.isfinite(x):
+        raise ValueError(f"{text!r} is not a finite number")
+    return x
+
+
+def seed_int(text: str) -> int:
+    """int() for a random seed: numpy's generators take integers >= 0."""
+    x = int(text)
+    if x < 0:
+        raise ValueError(f"a seed must be an integer >= 0, got {x}")
+    return x
+
+
+finite_float.__name__ = "finite float"  # argparse names the type in "invalid <type> value: ..."
+seed_int.__name__ = "seed (integer >= 0)"
+
+
+def harden_types(parser: argparse.ArgumentParser) -> None:
+    """Every verb's `type=float` flags refuse nan/inf and `--seed` flags refuse negatives, at parse time (exit 2, the
+    flag named), so no verb starts a measurement with them; verbs' own converters are left as they are."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sp in action.choices.values():
+                harden_types(sp)
+        elif action.type is float:
+            action.type = finite_float
+        elif action.type is int and action.dest == "seed":
+            action.type = seed_int
 
 
 def crash_log_path(verb: str, runs_before: int) -> Path:

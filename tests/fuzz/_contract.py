@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 FUZZ = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "25")), deadline=None,
                 derandomize=os.environ.get("FUZZ_RANDOM") != "1", database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ_SLOW = settings(FUZZ, max_examples=max(FUZZ.max_examples // 3, 5))  # for verbs that render figures (~0.7 s each)
 
 MEMORY_HEADROOM_BYTES = 1536 * 2**20  # one fuzzed call may grow the address space by at most this much
 
