@@ -6,6 +6,8 @@ Readers take fields by name and type (`p.pd.best.requests_per_s`); `as_json(p)` 
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -221,3 +223,54 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         """The JSON of `harness model plan --json` (and of a run's plan.json)."""
         return as_json(self)
+
+
+def _pick(cls: type, d: Mapping[str, Any], where: str) -> Any:
+    """A flat record from its JSON object, by field name (keys the record does not have are ignored)."""
+    from harness.errors import HarnessError
+
+    names = [f.name for f in dataclasses.fields(cls) if not f.metadata.get("hidden")]
+    if not isinstance(d, Mapping) or any(n not in d for n in names):
+        missing = [n for n in names if not isinstance(d, Mapping) or n not in d]
+        raise HarnessError(f"plan.json: {where} lacks {', '.join(missing)}; regenerate the run's plan with this harness.")
+    return cls(**{n: d[n] for n in names})
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPlan:
+    """The figures a report reads back from a run's plan.json (written as as_json of a Plan): the key
+    names live here, beside the records that wrote them, not in the report."""
+
+    workload: WorkloadFigures
+    kv: KvHandoff
+    colocated: Capacity
+    chunked_colocated: Capacity
+    pd_best: PdAllocation | None
+    prefill_s_per_request: Mapping[str, float]  # per GPU type
+    decode_step_s: Mapping[str, float]
+    drain: Mapping[str, DrainResult]
+    startup: StartupFigures
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "StoredPlan":
+        from harness.errors import HarnessError
+
+        if not isinstance(d, Mapping) or "stage_rates" not in d:
+            raise HarnessError("plan.json is not a plan written by `harness model plan` (no stage_rates); regenerate it.")
+        best = None
+        if d.get("pd"):
+            b = d["pd"]["best"]
+            link = b.get("link_requests_per_s")
+            best = _pick(PdAllocation, {**b, "link_requests_per_s": math.inf if link is None else link}, "pd.best")
+        return cls(
+            workload=_pick(WorkloadFigures, d["workload"], "workload"),
+            kv=_pick(KvHandoff, d["kv"], "kv"),
+            colocated=_pick(Capacity, d["colocated"], "colocated"),
+            chunked_colocated=_pick(Capacity, d["chunked_colocated"], "chunked_colocated"),
+            pd_best=best,
+            prefill_s_per_request={g: v["prefill_s_per_request"] for g, v in d["stage_rates"].items()},
+            decode_step_s={g: v["decode_step_s"] for g, v in d["stage_rates"].items()},
+            drain={name: DrainResult(name, **{f.name: v[f.name] for f in dataclasses.fields(DrainResult) if f.name != "scheme"})
+                   for name, v in (d.get("drain") or {}).items()},
+            startup=_pick(StartupFigures, d["startup"], "startup"),
+        )

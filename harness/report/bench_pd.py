@@ -41,29 +41,31 @@ def _png(fig: Any) -> str:
 
 
 def _model_facts(plan: dict[str, Any] | None, engine: dict[str, Any]) -> dict[str, Any]:
-    """Predictions the report compares against, all from the stored plan."""
+    """Predictions the report compares against, all from the stored plan (read through StoredPlan)."""
     if not plan:
         return {}
-    out: dict[str, Any] = {"arrival_rate_per_s": plan["workload"]["arrival_rate_per_s"],
-                           "output_tokens": plan["workload"]["output_tokens"],
-                           "colocated_requests_per_s": plan["colocated"]["requests_per_s"],
-                           "chunked_requests_per_s": plan["chunked_colocated"]["requests_per_s"]}
-    pd = plan.get("pd")
-    if pd:
-        best = pd["best"]
-        out["pd_requests_per_s"] = best["requests_per_s"]
-        out["pd_bound"] = best["bound"]
-        out["pd_prefill"] = best["prefill"]
-        out["pd_decode"] = best["decode"]
-        p_gpus = [g for g, n in best["prefill"].items() if n]
-        d_gpus = [g for g, n in best["decode"].items() if n]
-        sr = plan["stage_rates"]
-        t_kv = plan["kv"]["transfer_s"] or 0.0
-        out["ttft_floor_s"] = min(sr[g]["prefill_s_per_request"] for g in p_gpus) + t_kv
-        out["decode_step_s"] = min(sr[g]["decode_step_s"] for g in d_gpus)
+    from harness.model.plan_records import StoredPlan
+    from harness.model.record import as_json
+
+    p = StoredPlan.from_json(plan)
+    out: dict[str, Any] = {"arrival_rate_per_s": p.workload.arrival_rate_per_s,
+                           "output_tokens": p.workload.output_tokens,
+                           "colocated_requests_per_s": p.colocated.requests_per_s,
+                           "chunked_requests_per_s": p.chunked_colocated.requests_per_s}
+    best = p.pd_best
+    if best is not None:
+        out["pd_requests_per_s"] = best.requests_per_s
+        out["pd_bound"] = best.bound
+        out["pd_prefill"] = dict(best.prefill)
+        out["pd_decode"] = dict(best.decode)
+        p_gpus = [g for g, n in best.prefill.items() if n]
+        d_gpus = [g for g, n in best.decode.items() if n]
+        t_kv = p.kv.transfer_s or 0.0
+        out["ttft_floor_s"] = min(p.prefill_s_per_request[g] for g in p_gpus) + t_kv
+        out["decode_step_s"] = min(p.decode_step_s[g] for g in d_gpus)
         out["kv_transfer_s"] = t_kv
-    out["drain"] = plan.get("drain", {})
-    out["startup"] = plan.get("startup", {})
+    out["drain"] = as_json(p.drain)
+    out["startup"] = as_json(p.startup)
     return out
 
 
