@@ -62,6 +62,12 @@ def roofline(device: str, peak_flops_per_s: float | None, peak_bytes_per_s: floa
     return _png(fig)
 
 
+def _ctx(c: Any) -> str:
+    """", context 4096" for a decode curve measured at one context (MBU depends on it), else ""."""
+    ctx = getattr(c, "context_tokens", None)
+    return f", context {ctx}" if ctx else ""
+
+
 def efficiency_curves(curves: Sequence[Any], x_label: str, title: str, reference: Sequence[tuple[float, float]] = (),
                       reference_label: str = "", mark_x: float | None = None) -> bytes:
     """Measured efficiency (with 95% intervals) and the interpolation used, per device/dtype."""
@@ -70,10 +76,10 @@ def efficiency_curves(curves: Sequence[Any], x_label: str, title: str, reference
         xs = np.array([p.x for p in c.points])
         ys = np.array([p.measured.value for p in c.points])
         err = np.array([[p.measured.value - p.measured.low for p in c.points], [p.measured.high - p.measured.value for p in c.points]])
-        line = ax.errorbar(xs, ys * 100, yerr=err * 100, fmt="o", capsize=3, label=f"{c.device} {c.dtype} measured")
+        line = ax.errorbar(xs, ys * 100, yerr=err * 100, fmt="o", capsize=3, label=f"{c.device} {c.dtype}{_ctx(c)} measured")
         grid = np.linspace(xs.min(), xs.max(), 200)
         ax.plot(grid, [c.at(g) * 100 for g in grid], "-", color=line[0].get_color(), alpha=0.7,
-                label=f"{c.device} {c.dtype} {'monotone ' if c.monotone else ''}interpolation")
+                label=f"{c.device} {c.dtype}{_ctx(c)} {'monotone ' if c.monotone else ''}interpolation")
     if reference:
         ax.plot([r[0] for r in reference], [r[1] * 100 for r in reference], "k--", marker="x", label=reference_label)
     ax.axhline(50, color="grey", ls=":", label="chapter default 50%")
