@@ -17,19 +17,20 @@ Family names (the *device family* — which hardware — is kept separately as `
 
 from __future__ import annotations
 
-import re
-
 from harness.errors import HarnessError
-
-_K = re.compile(r"_k(?=$|_)")
-
 
 def ggml_type_name(name: str) -> str:
     """ggml's spelling of a tensor or file type: "Q4_K" -> "q4_K", "MOSTLY_Q4_K_M" -> "q4_K_M", "BF16" -> "bf16"."""
     s = name.strip()
     if s.upper().startswith("MOSTLY_"):
         s = s[len("MOSTLY_"):]
-    return _K.sub("_K", s.lower())
+    parts = s.split("_")
+    out = [parts[0].lower()]
+    for i, p in enumerate(parts[1:], 1):
+        up = p.upper()
+        # ggml keeps K (k-quants) and the file type's size suffix (S, M, L, XL after a K) upper-case
+        out.append(up if up == "K" or (up in ("S", "M", "L", "XL") and parts[i - 1].upper() == "K") else p.lower())
+    return "_".join(out)
 
 
 def ggml_family(weight_type: str, backend: str = "cpu") -> str:
@@ -42,10 +43,12 @@ def ggml_family(weight_type: str, backend: str = "cpu") -> str:
 def case_family(backend: str, dtype: str, device: str) -> str:
     """The family of a microbenchmark case from its backend, dtype and device columns."""
     dev = "cpu" if not device or device == "cpu" else ("cuda" if device.startswith("cuda") else device)
-    if backend == "torch":
-        return f"cuda-{dtype}" if dev == "cuda" else f"torch-{dtype}"
     if backend in ("llama.cpp", "ggml", "test-backend-ops", "llama-bench", "llama-batched-bench"):
         return ggml_family(dtype, dev)
+    if dev == "cuda":  # torch/cuBLAS, Triton, or the synthetic stand-in for them
+        return f"cuda-{dtype}"
+    if backend == "torch":
+        return f"torch-{dtype}"
     return f"{backend}-{dtype}" if dtype else backend
 
 

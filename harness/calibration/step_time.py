@@ -556,3 +556,108 @@ def summary_lines(cal: StepTimeCalibration) -> list[str]:
                 lines.append(f"    {role}: {s['n']} points, residual rms {s['rms']:.1%}, max |{s['max_abs']:.1%}|")
     lines += [f"  warning: {w}" for w in cal.warnings]
     return lines
+
+
+# ---------------------------------------------------------------- points from stored llama.cpp micro runs
+
+STEP_SUITES = ("llama_batched_bench", "llama_bench")
+OPS_SUITE = "llama_cpp_ops"
+
+
+def _llama_runs(path: str | Path) -> list[Any]:
+    from harness.store import iter_runs  # noqa: PLC0415
+
+    p = Path(path)
+    if not p.exists():
+        raise HarnessError(f"{p} does not exist; run `harness micro-llama-cpp --out results/` and give results/<machine>/.")
+    runs = [r for r in iter_runs(p, kind="micro") if isinstance(r.manifest.extra, dict) and "llama_cpp" in r.manifest.extra
+            and r.manifest.status != "running"]
+    if not runs:
+        raise HarnessError(f"no llama.cpp micro runs below {p}; make one with `harness micro-llama-cpp --model PATH.gguf "
+                           "--threads N --out results/`.")
+    return runs
+
+
+def points_from_runs(path: str | Path) -> tuple[list[StepPoint], WorkModel, dict[str, Any]]:
+    """The engine's step-time points from every llama.cpp micro run below `path`, which must agree on
+    machine, model, kernel family, threads and ubatch (the differing fact is named otherwise)."""
+    runs = _llama_runs(path)
+    ref = None
+    points: list[StepPoint] = []
+    kernels_rows: list[dict[str, Any]] = []
+    tools_facts: dict[str, Any] = {"version": None, "commands": {}}
+    warnings: list[str] = []
+    for r in runs:
+        info = r.manifest.extra["llama_cpp"]
+        facts = {"machine": r.manifest.machine, "model": info["model"]["identity"], "family": info["model"]["family"],
+                 "threads": info["settings"]["threads"], "n_ubatch": info["settings"]["n_ubatch"],
+                 "flash_attn": info["settings"].get("flash_attn"), "repack": info["settings"].get("repack")}
+        if ref is None:
+            ref, ref_id = facts, r.manifest.run_id
+            wm = WorkModel.from_dict(info["model"]["work_model"])
+            tools_facts["version"] = info.get("version")
+        else:
+            for k, v in facts.items():
+                if v != ref[k]:
+                    raise HarnessError(
+                        f"llama.cpp runs differ in {k}: {ref_id} has {ref[k]!r}, {r.manifest.run_id} has {v!r}; a step-time "
+                        "fit mixes runs of one engine configuration only. Give a directory holding only matching runs."
+                    )
+        for tool, cmds in info.get("commands", {}).items():
+            tools_facts["commands"].setdefault(tool, []).extend(cmds)
+        if r.manifest.status == "failed":
+            warnings.append(f"run {r.manifest.run_id} failed midway; its completed tools are used")
+        warnings += [n for n in r.manifest.notes if n.startswith("CONTENDED")]
+        if "micro_cases" not in r.tables():
+            continue
+        cases = r.table("micro_cases")
+        samples = r.table("micro_samples") if "micro_samples" in r.tables() else None
+        for _, row in cases.iterrows():
+            params = json.loads(row["params_json"]) if isinstance(row["params_json"], str) else {}
+            if row["suite"] == OPS_SUITE:
+                kernels_rows.append({**params, "median_s": float(row["median_s"]), "useful_flops": float(row["useful_flops"]),
+                                     "useful_bytes": float(row["useful_bytes"]), "run_id": r.manifest.run_id})
+                continue
+            if row["suite"] not in STEP_SUITES:
+                continue
+            if params.get("phase") == "prefill" and int(params.get("batch", 1)) != 1:
+                continue  # prefill of several sequences in one batch: not a single-prompt time
+            ts = ()
+            if samples is not None and len(samples):
+                ts = tuple(float(x) for x in samples.loc[samples["case_id"] == row["case_id"], "time_s"])
+            points.append(StepPoint(
+                params["phase"], int(params.get("batch", 1)), int(params.get("prompt_tokens", 0)),
+                float(params.get("context_tokens", 0.0)), float(row["median_s"]), ts, str(params.get("tool", row["backend"])),
+                str(row["case_id"]), r.manifest.run_id))
+    facts = {**(ref or {}), "run_ids": [r.manifest.run_id for r in runs], "tools": tools_facts, "warnings": warnings,
+             "kernels": kernel_constants(kernels_rows)}
+    return points, wm, facts
+
+
+def kernel_constants(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """test-backend-ops MUL_MAT results summarised per kernel family and token count (weights only):
+    FLOP/s = Σ FLOPs / Σ time over the model's shapes of that type; bytes/s likewise."""
+    groups: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("role") != "weights":
+            continue
+        groups.setdefault((r["family"], int(r["tokens"]), int(r.get("threads", 0))), []).append(r)
+    out = []
+    for (fam, tok, thr), rs in sorted(groups.items()):
+        t = sum(x["median_s"] for x in rs)
+        out.append({"family": fam, "tokens": tok, "threads": thr, "shapes": len(rs),
+                    "flops_per_s": sum(x["useful_flops"] for x in rs) / t, "bytes_per_s": sum(x["useful_bytes"] for x in rs) / t,
+                    "source": "test-backend-ops perf MUL_MAT at the model's shapes", "run_ids": sorted({x["run_id"] for x in rs})})
+    return out
+
+
+def fit_from_runs(path: str | Path, *, holdout: str = "every-3rd", seed: int = 0,
+                  n_bootstrap: int = DEFAULT_BOOTSTRAP) -> StepTimeCalibration:
+    """`harness step-time fit`: points from the stored llama.cpp runs, held-out labels, both phases fitted."""
+    points, wm, f = points_from_runs(path)
+    if not points:
+        raise HarnessError(f"the llama.cpp runs below {path} hold no llama-batched-bench / llama-bench cases; run "
+                           "`harness micro-llama-cpp --tools batched,bench`.")
+    return fit_step_time(points, wm, machine=f["machine"], family=f["family"], threads=int(f["threads"]), holdout=holdout,
+                         seed=seed, n_bootstrap=n_bootstrap, run_ids=f["run_ids"], tools=f["tools"],
+                         kernels=f["kernels"], warnings=f["warnings"])
