@@ -480,6 +480,25 @@ class StepTimeModel:
         w = self.work_model.decode_work(batch, float(context_tokens))
         return self._interval(self.calibration.decode, np.array([1.0, w.bytes, w.flops]))
 
+    def mixed_step_s(self, decode_batch: int, context_tokens: float, prefill_tokens: int, cached_tokens: int = 0) -> Interval:
+        """One continuous-batching step: `decode_batch` decode tokens plus a prefill chunk of `prefill_tokens`.
+
+        Assumed (not fitted: no tool measures mixed steps): the step streams the weights once, so it costs the
+        decode step plus the chunk's FLOPs at the prefill's s_flop; with decode_batch 0 it is the prefill.
+        """
+        if decode_batch == 0:
+            return self.prefill_s(prefill_tokens, cached_tokens)
+        d = self.decode_step_s(decode_batch, context_tokens)
+        if prefill_tokens == 0:
+            return d
+        chunks = self.work_model.prefill_work(prefill_tokens, cached_tokens)
+        flops = sum(c.flops for c in chunks)
+        pf = self.calibration.prefill
+        extra = flops * pf.constants.s_per_flop + (len(chunks) - 1) * pf.constants.alpha_s
+        reps = np.array([r[2] for r in pf.replicates]) * flops if pf.replicates else np.array([extra])
+        lo, hi = np.percentile(reps, _Q)
+        return Interval(d.value + extra, d.low + float(min(lo, extra)), d.high + float(max(hi, extra)))
+
     def points(self, role: Role) -> list[dict[str, Any]]:
         """The calibration's measured points with the given role ("fit" or "held-out"), with residuals."""
         return [fp.to_dict() for ph in (self.calibration.prefill, self.calibration.decode) for fp in ph.points

@@ -137,3 +137,14 @@ def test_bad_file_is_a_clear_error(tmp_path):
         load_step_time(p)
     with pytest.raises(HarnessError, match="does not exist"):
         load_step_time(tmp_path / "missing.json")
+
+
+def test_mixed_step_adds_the_chunk_compute_to_the_decode_step():
+    cal = fit_step_time(_points(), WM, machine="m", family="f", threads=2, holdout="none", n_bootstrap=20)
+    m = step_time_model(cal, EngineSettings("f", 2))
+    d = m.decode_step_s(2, 100.0).value
+    mixed = m.mixed_step_s(2, 100.0, 128)
+    chunk = WM.prefill_work(128)[0].flops * PREFILL.s_per_flop
+    assert mixed.value == pytest.approx(d + chunk, rel=1e-6)
+    assert m.mixed_step_s(0, 0.0, 128).value == pytest.approx(m.prefill_s(128).value)
+    assert m.mixed_step_s(2, 100.0, 0).value == pytest.approx(d)
