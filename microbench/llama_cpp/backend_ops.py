@@ -41,6 +41,17 @@ def export_args(model: str, tokens: int, threads: int, out_file: str, ctx: int |
     return ["-m", model, "-c", str(c), "-b", str(tokens), "-ub", str(tokens), "-np", "1", "-t", str(threads), "-o", out_file]
 
 
+def prefill_logits_line(line: str, max_tokens: int = 8) -> bool:
+    """An exported op computing logits for more than `max_tokens` tokens: the graph reserve's prefill computes
+    every token's logits, the engine only the last one's, so that op is not one the engine runs (and it is the
+    slowest of all: 2·V·H·T FLOPs)."""
+    f = line.split()
+    try:
+        return len(f) > 4 and f[-1].startswith("result_output") and int(f[3]) > max_tokens
+    except ValueError:
+        return False
+
+
 def perf_args(test_file: str, op: str = "MUL_MAT", backend: str = "CPU") -> list[str]:
     return ["perf", "-b", backend, "-o", op, "--test-file", test_file, "--output", "sql"]
 

@@ -181,7 +181,7 @@ def run_llama_cpp_micro(model: str | Path, *, threads: int, out: str | Path = "r
                             raise HarnessError(f"test-export-graph-ops wrote no {f}; its output:\n{exports[-1].stderr[-800:]}")
                         lines += f.read_text().splitlines()
                     test_file = Path(tmp) / "ops.txt"
-                    uniq = list(dict.fromkeys(ln for ln in lines if ln.strip()))
+                    uniq = [ln for ln in dict.fromkeys(ln for ln in lines if ln.strip()) if not backend_ops.prefill_logits_line(ln)]
                     test_file.write_text("\n".join(uniq) + "\n")
                     info["ops_test_file_lines"] = len(uniq)
                     runs = []

@@ -50,3 +50,59 @@ def test_batched_bench_command_sizes_the_context_for_every_combination():
     args = batched_bench.command_args("m.gguf", prompts=(128, 512), gen_tokens=32, batches=(1, 4), threads=2, repack=False)
     assert args[args.index("-c") + 1] == str(4 * (512 + 32))
     assert "--no-repack" in args and args[args.index("--output-format") + 1] == "jsonl"
+
+
+def test_llama_bench_jsonl_keeps_every_repetition_and_splits_pp_and_tg():
+    text = (DATA / "llama_bench.jsonl").read_text()
+    rows = bench.parse_rows(text)
+    assert len(rows) == 4 and all(len(r["samples_ns"]) == 2 for r in rows)
+    cs = {c.case: c for c in bench.cases([text], dtype="q4_K_M", family="ggml-q4_K_M-cpu", work_model=WM)}
+    assert set(cs) == {"pp64-d0", "pp64-d64", "tg8-d0", "tg8-d64"}
+    tg = cs["tg8-d64"]
+    r = next(r for r in rows if r["n_gen"] == 8 and r["n_depth"] == 64)
+    assert sorted(tg.measurement.times_s) == pytest.approx(sorted(x / 1e9 / 8 for x in r["samples_ns"]))
+    assert tg.params["context_tokens"] == 64 + 4.5 and tg.params["phase"] == "decode" and tg.params["repack"] is False
+    pp = cs["pp64-d64"]
+    assert pp.params["phase"] == "prefill" and pp.params["context_tokens"] == 64.0
+    assert pp.work.useful_flops == pytest.approx(WM.prefill_work(64, 64)[0].flops)
+    f = bench.facts(rows)
+    assert f["backends"] == "CPU" and f["type_k"] == "f16" and "Q4_K" in f["model_type"]
+
+
+def test_llama_bench_without_samples_is_a_clear_error():
+    with pytest.raises(HarnessError, match="-o jsonl"):
+        bench.parse_rows("| model | size | params | backend | threads | test | t/s |\n")
+
+
+def test_test_backend_ops_sql_gives_one_case_per_model_matmul_shape():
+    text = (DATA / "test_backend_ops_mul_mat.sql").read_text()
+    rows = backend_ops.parse_sql(text)
+    assert len(rows) == 16 and all(r["op_name"] == "MUL_MAT" and r["test_mode"] == "perf" for r in rows)
+    cs = backend_ops.cases([text], threads=1, command_lines=["test-backend-ops perf ..."])
+    by = {c.case: c for c in cs}
+    assert len(cs) == 16
+    head = by["result_output-q8_0-k640-n262144-m4"]  # the tied LM head at decode batch 4
+    r = next(r for r in rows if "q8_0[640,262144,1,1],f32[640,4" in r["op_params"])
+    assert head.measurement.stats.median_s == pytest.approx(float(r["time_us"]) * 1e-6)
+    assert head.work.useful_flops == 2 * 640 * 262144 * 4
+    assert head.work.useful_bytes == pytest.approx(640 * 262144 / 32 * 34 + 4 * 640 * 4 + 4 * 262144 * 4)
+    assert head.params["family"] == "ggml-q8_0-cpu" and head.params["tokens"] == 4 and head.params["role"] == "weights"
+    assert head.dtype == "q8_0" and head.backend == "test-backend-ops"
+    assert {c.params["weight_type"] for c in cs} == {"q5_0", "q8_0", "q4_K", "q6_K"}
+    assert {c.params["tokens"] for c in cs} == {1, 4}
+
+
+def test_test_backend_ops_without_sql_rows_is_a_clear_error():
+    with pytest.raises(HarnessError, match="--output sql"):
+        backend_ops.parse_sql("Testing 1 devices\n\nBackend 1/1: CPU\n  Skipping CPU backend\n")
+
+
+def test_parse_op_params_and_the_prefill_logits_filter():
+    p = backend_ops.parse_op_params("name=Qcur-0,type=f32,ne=[1024,512,1,1],op_params=[],sources=q5_0[640,1024,1,1],f32[640,512,1,1]")
+    assert p["name"] == "Qcur-0" and p["ne"] == [1024, 512, 1, 1]
+    assert p["sources"] == [{"type": "q5_0", "ne": [640, 1024, 1, 1]}, {"type": "f32", "ne": [640, 512, 1, 1]}]
+    lines = (DATA / "export_graph_ops.txt").read_text().splitlines()
+    assert not any(backend_ops.prefill_logits_line(ln) for ln in lines)  # exported at 1 and 4 tokens
+    big = next(ln for ln in lines if ln.endswith("result_output")).split()
+    big[3] = "512"
+    assert backend_ops.prefill_logits_line(" ".join(big))
