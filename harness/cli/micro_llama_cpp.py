@@ -23,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                          "(default llama-cpp-gemma3-270m when --model is not given)")
     parser.add_argument("--model", metavar="PATH.gguf", help="GGUF model (overrides the config's)")
     parser.add_argument("--threads", type=int, help="threads (default: the config's, else the CPU count)")
+    parser.add_argument("--repack", action=argparse.BooleanOptionalAction, default=None,
+                        help="llama.cpp weight repacking (default: the config's; llama.cpp's default on when only --model)")
     parser.add_argument("--tools", default="all", help="comma-separated: batched, bench, ops, or all (default)")
     parser.add_argument("--quick", action="store_true", help="a shorter sweep (still enough points for the step-time fit)")
     parser.add_argument("--out", default="results", help="results directory (default results/)")
@@ -50,6 +52,8 @@ def main(args: argparse.Namespace) -> int:
         threads = threads or o.threads
         kw = {"n_batch": o.batch_size, "n_ubatch": o.ubatch_size, "flash_attn": o.flash_attn, "repack": o.repack}
     threads = threads or (os.cpu_count() or 1)
+    if args.repack is not None:
+        kw["repack"] = args.repack
     res = run_llama_cpp_micro(model, threads=threads, out=args.out, quick=args.quick, which=which,
                               progress=lambda s: print(f"  {s}", file=sys.stderr), command_line=sys.argv, **kw)
     if args.json:
