@@ -38,11 +38,11 @@ def test_fp32_curve_is_not_applied_to_a_bf16_plan_of_the_same_gpu_without_a_prox
     pc, dc, _, _ = mc.curves(gpu, "bf16")
     assert pc is None and dc is None
     rows = mc.provenance([gpu], None, 32, 8192, "bf16", None)
-    assert all("not applied" in r["origin"] and "cuda-fp32" in r["origin"] for r in rows)
+    assert all("not applied" in r.origin and "cuda-fp32" in r.origin for r in rows)
     # same family: applied and labelled
     pc, dc, _, _ = mc.curves(gpu, "fp32")
     assert pc is not None and dc is not None
-    assert {r["family"] for r in mc.provenance([gpu], None, 32, 8192, "fp32", None)} == {"cuda-fp32"}
+    assert {r.family for r in mc.provenance([gpu], None, 32, 8192, "fp32", None)} == {"cuda-fp32"}
     # told (a proxy entry for the GPU): applied
     pc, _, _, _ = mc.with_proxy({gpu: gpu}).curves(gpu, "bf16")
     assert pc is not None
