@@ -573,6 +573,11 @@ def summary_lines(cal: StepTimeCalibration) -> list[str]:
             s = ph.summary(role)
             if s["n"]:
                 lines.append(f"    {role}: {s['n']} points, residual rms {s['rms']:.1%}, max |{s['max_abs']:.1%}|")
+    if cal.kernels:
+        lines.append("  kernel constants (test-backend-ops MUL_MAT at the model's shapes; reference, not in the fit):")
+        for k in cal.kernels:
+            lines.append(f"    {k['family']}, {k['tokens']} token(s), {k['threads']} thread(s): {k['flops_per_s'] / 1e9:.3g} GFLOP/s, "
+                         f"{k['bytes_per_s'] / 1e9:.3g} GB/s over {k['shapes']} shape(s)")
     lines += [f"  warning: {w}" for w in cal.warnings]
     return lines
 
