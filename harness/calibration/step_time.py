@@ -45,7 +45,9 @@ from harness.calibration.family import check_family, ggml_family
 from harness.errors import HarnessError
 from harness.model.step_time import (
     FORM,
+    P_MAX,
     StepConstants,
+    combine,
     StepWork,
     calibrated_step_s,
     decode_step_work_counts,
@@ -59,6 +61,8 @@ DEFAULT_BOOTSTRAP = 200
 Phase = Literal["prefill", "decode"]
 Role = Literal["fit", "held-out"]
 TERMS: dict[str, tuple[str, ...]] = {"decode": ("alpha", "bytes", "flops"), "prefill": ("alpha", "flops")}
+P_GRID = (1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, P_MAX)  # overlap exponents tried in the decode fit
+FORMS = ("overlap", "additive")
 HELD_OUT_SOURCES = ("llama-bench",)
 _Q = (2.5, 97.5)
 
@@ -157,6 +161,61 @@ def design_row(wm: WorkModel, p: StepPoint) -> np.ndarray:
     return np.array([float(len(chunks)), sum(c.bytes for c in chunks), sum(c.flops for c in chunks)]) * p.batch
 
 
+def predict_rows(rows: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Times of design rows [steps, bytes, flops] under constants c = (α, s_byte, s_flop[, p])."""
+    rows = np.atleast_2d(rows)
+    p = float(c[3]) if len(c) > 3 else 1.0
+    return rows[:, 0] * c[0] + combine(rows[:, 1] * c[1], rows[:, 2] * c[2], p)
+
+
+def fit_overlap(X: np.ndarray, t: np.ndarray, p_grid: Sequence[float] = P_GRID) -> np.ndarray:
+    """argmin over (α, s_byte, s_flop >= 0, p in p_grid) of Σ ((pred − t)/t)² for the overlap form.
+
+    For fixed p and ratio r = s_flop/s_byte the model is linear, t = α·steps + s_byte·g with
+    g = (W^p + (r·F)^p)^(1/p): every (p, r) on a grid (r log-spaced, then refined around the best)
+    is solved in closed form at once; the terms alone (only α and one of the two) are candidates too.
+    """
+    w = 1.0 / t
+    n, W, F = X[:, 0], X[:, 1], X[:, 2]
+    best = (np.inf, np.zeros(4))
+
+    def solve(g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # weighted LS of t ≈ a·n + b·g for each column of g (k candidates), a, b >= 0
+        A1, A2, y = (n * w)[:, None], g * w[:, None], np.ones((len(t), 1))
+        s11, s12, s22 = (A1 * A1).sum(0), (A1 * A2).sum(0), (A2 * A2).sum(0)
+        r1, r2 = (A1 * y).sum(0), (A2 * y).sum(0)
+        den = s11 * s22 - s12 * s12
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = (r1 * s22 - r2 * s12) / den
+            b = (r2 * s11 - r1 * s12) / den
+            b0 = r2 / s22  # a = 0
+        neg = ~np.isfinite(a) | ~np.isfinite(b) | (a < 0) | (b < 0)
+        a = np.where(neg, 0.0, a)
+        b = np.where(neg, np.maximum(b0, 0.0), b)
+        sse = ((A1 * a + A2 * b - y) ** 2).sum(0)
+        return a, b, sse
+
+    scale = F.max() / max(W.max(), 1e-300)
+    for p in p_grid:
+        for rs in (np.logspace(-6, 6, 97),):
+            r = rs / scale
+            g = combine(W[:, None] * np.ones_like(r)[None, :], F[:, None] * r[None, :], p)
+            a, b, sse = solve(g)
+            i = int(np.argmin(sse))
+            fine = r[i] * np.logspace(-0.15, 0.15, 31)
+            g2 = combine(W[:, None] * np.ones_like(fine)[None, :], F[:, None] * fine[None, :], p)
+            a2, b2, sse2 = solve(g2)
+            j = int(np.argmin(sse2))
+            if sse2[j] < best[0]:
+                best = (float(sse2[j]), np.array([a2[j], b2[j], b2[j] * fine[j], p]))
+    # one term only (the other resolves to zero): the linear NNLS covers those
+    lin = np.zeros(4)
+    lin[:3] = nnls_relative(X, t)
+    lin[3] = 1.0
+    sse_lin = float(np.sum(((predict_rows(X, lin) - t) / t) ** 2))
+    return lin if sse_lin <= best[0] else best[1]
+
+
 def label_held_out(points: Sequence[StepPoint], rule: str = "every-3rd",
                    held_out_sources: Iterable[str] = HELD_OUT_SOURCES) -> list[StepPoint]:
     """Label each point fit / held-out before any fitting.
@@ -228,14 +287,23 @@ class PhaseFit:
     phase: Phase
     terms: tuple[str, ...]
     constants: StepConstants
-    replicates: tuple[tuple[float, float, float], ...]  # bootstrap (α, s_byte, s_flop)
+    replicates: tuple[tuple[float, ...], ...]  # bootstrap (α, s_byte, s_flop, p)
     points: tuple[FittedPoint, ...]
+    form: str = "additive"
+
+    def vector(self) -> np.ndarray:
+        c = self.constants
+        return np.array([c.alpha_s, c.s_per_byte, c.s_per_flop, c.overlap_p])
+
+    def replicate_matrix(self) -> np.ndarray:
+        if not self.replicates:
+            return self.vector()[None, :]
+        return np.array([list(r) + [1.0] * (4 - len(r)) for r in self.replicates])
 
     def interval(self, name: str) -> tuple[float, float, float]:
-        i = ("alpha_s", "s_per_byte", "s_per_flop").index(name)
-        reps = np.array([r[i] for r in self.replicates]) if self.replicates else np.array([self.constants.as_tuple()[i]])
-        lo, hi = np.percentile(reps, _Q)
-        return self.constants.as_tuple()[i], float(lo), float(hi)
+        i = ("alpha_s", "s_per_byte", "s_per_flop", "overlap_p").index(name)
+        lo, hi = np.percentile(self.replicate_matrix()[:, i], _Q)
+        return float(self.vector()[i]), float(lo), float(hi)
 
     def residuals(self, role: Role) -> list[float]:
         return [fp.residual for fp in self.points if fp.point.role == role]
@@ -250,8 +318,8 @@ class PhaseFit:
 
     def to_dict(self) -> dict[str, Any]:
         c = self.constants
-        out: dict[str, Any] = {"phase": self.phase, "terms": list(self.terms), "form": FORM}
-        for name in ("alpha_s", "s_per_byte", "s_per_flop"):
+        out: dict[str, Any] = {"phase": self.phase, "terms": list(self.terms), "form": self.form, "formula": FORM}
+        for name in ("alpha_s", "s_per_byte", "s_per_flop", "overlap_p"):
             v, lo, hi = self.interval(name)
             out[name] = {"value": v, "low": lo, "high": hi}
         out["effective_bandwidth_bytes_per_s"] = c.bandwidth_bytes_per_s
@@ -263,9 +331,10 @@ class PhaseFit:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PhaseFit":
-        c = StepConstants(float(d["alpha_s"]["value"]), float(d["s_per_byte"]["value"]), float(d["s_per_flop"]["value"]))
+        c = StepConstants(float(d["alpha_s"]["value"]), float(d["s_per_byte"]["value"]), float(d["s_per_flop"]["value"]),
+                          float(d.get("overlap_p", {"value": 1.0})["value"]))
         return cls(d["phase"], tuple(d["terms"]), c, tuple(tuple(float(x) for x in r) for r in d.get("replicates", [])),
-                   tuple(FittedPoint.from_dict(p) for p in d["points"]))
+                   tuple(FittedPoint.from_dict(p) for p in d["points"]), str(d.get("form", "additive")))
 
 
 def _mask(terms: tuple[str, ...]) -> np.ndarray:
@@ -273,29 +342,40 @@ def _mask(terms: tuple[str, ...]) -> np.ndarray:
 
 
 def fit_phase(wm: WorkModel, points: Sequence[StepPoint], phase: Phase, *, seed: int = 0,
-              n_bootstrap: int = DEFAULT_BOOTSTRAP, terms: tuple[str, ...] | None = None) -> PhaseFit:
-    """Fit one phase's constants on its `fit` points; every point (fit and held-out) gets its residual."""
+              n_bootstrap: int = DEFAULT_BOOTSTRAP, terms: tuple[str, ...] | None = None, form: str = "overlap") -> PhaseFit:
+    """Fit one phase's constants on its `fit` points; every point (fit and held-out) gets its residual.
+
+    form "overlap" fits the exponent p as well (decode; prefill has no memory term, so p does not apply);
+    "additive" fixes p = 1.
+    """
+    if form not in FORMS:
+        raise HarnessError(f"--form: got {form!r}; use one of {', '.join(FORMS)}.")
     terms = terms or TERMS[phase]
     mask = _mask(terms)
+    overlap = form == "overlap" and mask[1] and mask[2]
     ps = [p for p in points if p.phase == phase]
     fit = [p for p in ps if p.role == "fit"]
-    need = int(mask.sum()) + 1
+    need = int(mask.sum()) + 1 + int(overlap)
     if len(fit) < need:
         raise HarnessError(
-            f"{phase} step time: {len(fit)} fit point(s), the form with terms {', '.join(terms)} needs at least {need}; "
-            f"measure more with `harness micro-llama-cpp` (more prompt lengths for prefill, batches × contexts for decode)."
+            f"{phase} step time: {len(fit)} fit point(s), the {'overlap' if overlap else 'additive'} form with terms "
+            f"{', '.join(terms)} needs at least {need}; measure more with `harness micro-llama-cpp` (more prompt "
+            "lengths for prefill, batches × contexts for decode)."
         )
     X = np.array([design_row(wm, p) for p in fit])
     t = np.array([p.measured_s for p in fit])
 
     def solve(Xs: np.ndarray, ts: np.ndarray) -> np.ndarray:
-        c = np.zeros(3)
-        c[mask] = nnls_relative(Xs[:, mask], ts)
+        if overlap:
+            return fit_overlap(Xs, ts)
+        c = np.zeros(4)
+        c[:3][mask] = nnls_relative(Xs[:, mask], ts)
+        c[3] = 1.0
         return c
 
     coef = solve(X, t)
     rng = np.random.default_rng(seed)
-    reps: list[tuple[float, float, float]] = []
+    reps: list[tuple[float, ...]] = []
     for _ in range(n_bootstrap):
         idx = rng.integers(0, len(fit), size=len(fit))
         reps.append(tuple(float(x) for x in solve(X[idx], t[idx])))
@@ -303,10 +383,10 @@ def fit_phase(wm: WorkModel, points: Sequence[StepPoint], phase: Phase, *, seed:
     fitted = []
     for p in ps:
         row = design_row(wm, p)
-        pred = float(row @ coef)
+        pred = float(predict_rows(row, coef)[0])
         chap = max(row[1] * coef[1], row[2] * coef[2]) if (coef[1] > 0 or coef[2] > 0) else None
         fitted.append(FittedPoint(p, pred, (pred - p.measured_s) / p.measured_s, chap))
-    return PhaseFit(phase, tuple(terms), const, tuple(reps), tuple(fitted))
+    return PhaseFit(phase, tuple(terms), const, tuple(reps), tuple(fitted), "overlap" if overlap else "additive")
 
 
 # ---------------------------------------------------------------- the calibration record and file
@@ -391,7 +471,8 @@ def load_step_time(path: str | Path) -> StepTimeCalibration:
 def fit_step_time(points: Sequence[StepPoint], wm: WorkModel, *, machine: str, family: str, threads: int,
                   holdout: str = "every-3rd", seed: int = 0, n_bootstrap: int = DEFAULT_BOOTSTRAP,
                   run_ids: Sequence[str] = (), tools: dict[str, Any] | None = None,
-                  kernels: Sequence[dict[str, Any]] = (), warnings: Sequence[str] = (), labelled: bool = False) -> StepTimeCalibration:
+                  kernels: Sequence[dict[str, Any]] = (), warnings: Sequence[str] = (), labelled: bool = False,
+                  form: str = "overlap") -> StepTimeCalibration:
     """Label held-out points (unless `labelled`), fit both phases, return the record."""
     if n_bootstrap < 10:
         raise HarnessError(f"--bootstrap must be at least 10 resamples, got {n_bootstrap!r}.")
@@ -399,7 +480,7 @@ def fit_step_time(points: Sequence[StepPoint], wm: WorkModel, *, machine: str, f
     return StepTimeCalibration(
         machine=machine, family=family, threads=threads, model=wm,
         prefill=fit_phase(wm, pts, "prefill", seed=seed, n_bootstrap=n_bootstrap),
-        decode=fit_phase(wm, pts, "decode", seed=seed + 1, n_bootstrap=n_bootstrap),
+        decode=fit_phase(wm, pts, "decode", seed=seed + 1, n_bootstrap=n_bootstrap, form=form),
         run_ids=tuple(run_ids), tools=dict(tools or {}), holdout_rule="given" if labelled else holdout, seed=seed,
         n_bootstrap=n_bootstrap, kernels=tuple(kernels), warnings=tuple(warnings), created_unix_s=time.time(),
     )
@@ -454,10 +535,10 @@ class StepTimeModel:
         self.notes = notes
 
     def _interval(self, fit: PhaseFit, rows: np.ndarray) -> Interval:
-        value = float(rows @ np.array(fit.constants.as_tuple()))
+        value = float(predict_rows(rows, fit.vector())[0])
         if not fit.replicates:
             return Interval(value, value, value)
-        preds = np.array(fit.replicates) @ rows
+        preds = np.array([predict_rows(rows, r)[0] for r in fit.replicate_matrix()])
         lo, hi = np.percentile(preds, _Q)
         return Interval(value, float(min(lo, value)), float(max(hi, value)))
 
@@ -515,7 +596,8 @@ class StepTimeModel:
     def describe(self) -> dict[str, Any]:
         c = self.calibration
         return {"family": c.family, "threads": c.threads, "model": self.work_model.identity, "form": FORM,
-                "run_ids": list(c.run_ids), "notes": list(self.notes),
+                "run_ids": list(c.run_ids), "notes": list(self.notes), "warnings": list(c.warnings),
+                "forms": {"prefill": c.prefill.form, "decode": c.decode.form},
                 "residuals": {ph.phase: {"fit": ph.summary("fit"), "held-out": ph.summary("held-out")} for ph in (c.prefill, c.decode)}}
 
 
@@ -568,7 +650,10 @@ def summary_lines(cal: StepTimeCalibration) -> list[str]:
                          + (f" [{1 / s_b[2] / 1e9:.3g}, {1 / s_b[1] / 1e9:.3g}]" if s_b[1] > 0 else ""))
         parts.append("compute = " + ("—" if s_f[0] == 0 else f"{1 / s_f[0] / 1e9:.3g} GFLOP/s")
                      + (f" [{1 / s_f[2] / 1e9:.3g}, {1 / s_f[1] / 1e9:.3g}]" if s_f[1] > 0 else ""))
-        lines.append(f"  {ph.phase}: " + ", ".join(parts))
+        if ph.form == "overlap":
+            pv = ph.interval("overlap_p")
+            parts.append(f"overlap p = {pv[0]:.3g} [{pv[1]:.3g}, {pv[2]:.3g}] (1 = sum, {P_MAX:g} ≈ max)")
+        lines.append(f"  {ph.phase} ({ph.form}): " + ", ".join(parts))
         for role in ("fit", "held-out"):
             s = ph.summary(role)
             if s["n"]:
@@ -676,7 +761,7 @@ def kernel_constants(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def fit_from_runs(path: str | Path, *, holdout: str = "every-3rd", seed: int = 0,
-                  n_bootstrap: int = DEFAULT_BOOTSTRAP) -> StepTimeCalibration:
+                  n_bootstrap: int = DEFAULT_BOOTSTRAP, form: str = "overlap") -> StepTimeCalibration:
     """`harness step-time fit`: points from the stored llama.cpp runs, held-out labels, both phases fitted."""
     points, wm, f = points_from_runs(path)
     if not points:
@@ -684,4 +769,4 @@ def fit_from_runs(path: str | Path, *, holdout: str = "every-3rd", seed: int = 0
                            "`harness micro-llama-cpp --tools batched,bench`.")
     return fit_step_time(points, wm, machine=f["machine"], family=f["family"], threads=int(f["threads"]), holdout=holdout,
                          seed=seed, n_bootstrap=n_bootstrap, run_ids=f["run_ids"], tools=f["tools"],
-                         kernels=f["kernels"], warnings=f["warnings"])
+                         kernels=f["kernels"], warnings=f["warnings"], form=form)

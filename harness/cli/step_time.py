@@ -26,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     f.add_argument("--out", metavar="FILE", help="file to write (default calibration/<machine>.step-time.json)")
     f.add_argument("--holdout", default="every-3rd", choices=["every-3rd", "none"],
                    help="which batched-bench points to hold out (llama-bench points are always held out)")
+    f.add_argument("--form", default="overlap", choices=["overlap", "additive"],
+                   help="decode form: overlap fits the exponent p of ((W·s_byte)^p + (F·s_flop)^p)^(1/p); additive fixes p = 1")
     f.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     f.add_argument("--bootstrap", type=int, default=200, metavar="N", help="bootstrap resamples (default 200)")
     f.add_argument("--json", action="store_true", help="print the whole record as JSON")
@@ -48,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
     if args.action == "fit":
         from harness.calibration.file import DEFAULT_DIR
 
-        cal = st.fit_from_runs(args.results, holdout=args.holdout, seed=args.seed, n_bootstrap=args.bootstrap)
+        cal = st.fit_from_runs(args.results, holdout=args.holdout, seed=args.seed, n_bootstrap=args.bootstrap, form=args.form)
         out = args.out or str(DEFAULT_DIR / f"{cal.machine}.step-time.json")
         path = st.save_step_time(cal, out)
         if args.json:
@@ -78,6 +80,8 @@ def main(args: argparse.Namespace) -> int:
         return 0
     for n in m.notes:
         print(n)
+    for w in cal.warnings:
+        print(f"warning (from the calibration): {w}")
     for r in rows:
         what = (f"prefill {r['prompt_tokens']} tokens (cached {r['cached_tokens']})" if r["quantity"] == "prefill_s"
                 else f"decode step, batch {r['batch']}, context {r['context_tokens']:g}")

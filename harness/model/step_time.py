@@ -31,7 +31,9 @@ from harness.errors import HarnessError
 from harness.model.forward import decode_step_work, prefill_work
 from harness.specs.models import ModelSpec
 
-FORM = "t = alpha_s + bytes * s_per_byte + flops * s_per_flop (no overlap of the compute and memory terms)"
+FORM = ("t = alpha_s + ((bytes * s_per_byte)^p + (flops * s_per_flop)^p)^(1/p); p = 1: no overlap of the compute and "
+        "memory terms (their sum), p -> infinity: perfect overlap (the chapter's max)")
+P_MAX = 16.0  # the largest overlap exponent fitted: within 4.4 % of max() when the two terms are equal (2^(1/16))
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,12 +43,16 @@ class StepConstants:
     alpha_s: float
     s_per_byte: float
     s_per_flop: float
+    overlap_p: float = 1.0  # 1: t = α + memory + compute; larger: the terms overlap, → max() as p → ∞
 
     def __post_init__(self) -> None:
         for f in ("alpha_s", "s_per_byte", "s_per_flop"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise HarnessError(f"step-time constant {f} must be a finite number >= 0, got {v!r}; refit the calibration.")
+        p = self.overlap_p
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not (1.0 <= p <= P_MAX):
+            raise HarnessError(f"step-time constant overlap_p must be in [1, {P_MAX:g}], got {p!r}; refit the calibration.")
 
     @property
     def bandwidth_bytes_per_s(self) -> float | None:
@@ -69,9 +75,23 @@ class StepWork:
     bytes: float
 
 
+def combine(memory_s, compute_s, p: float):
+    """(m^p + c^p)^(1/p): the sum at p = 1, → max(m, c) as p grows (numpy arrays or floats)."""
+    if p == 1.0:
+        return memory_s + compute_s
+    import numpy as np  # noqa: PLC0415
+
+    m, c = np.asarray(memory_s, dtype=float), np.asarray(compute_s, dtype=float)
+    hi = np.maximum(m, c)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = hi * ((m / np.where(hi > 0, hi, 1)) ** p + (c / np.where(hi > 0, hi, 1)) ** p) ** (1.0 / p)
+    out = np.where(hi > 0, out, 0.0)
+    return float(out) if out.ndim == 0 else out
+
+
 def calibrated_step_s(c: StepConstants, work: StepWork) -> float:
-    """t = α + W·s_byte + F·s_flop."""
-    return c.alpha_s + work.bytes * c.s_per_byte + work.flops * c.s_per_flop
+    """t = α + ((W·s_byte)^p + (F·s_flop)^p)^(1/p); with p = 1, α + W·s_byte + F·s_flop."""
+    return c.alpha_s + combine(work.bytes * c.s_per_byte, work.flops * c.s_per_flop, c.overlap_p)
 
 
 def chapter_step_s(work: StepWork, compute_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:

@@ -159,3 +159,30 @@ def test_engine_settings_from_the_shipped_llama_cpp_config():
 
     s = EngineSettings.from_engine_config(load_engine_config("llama-cpp-gemma3-270m"))
     assert s.family == "ggml-q4_K_M-cpu" and s.threads == 2 and s.ubatch == 512 and s.model_gguf.endswith(".gguf")
+
+
+def test_overlap_form_recovers_a_partial_overlap_that_the_additive_form_misses():
+    truth = StepConstants(alpha_s=1e-3, s_per_byte=1 / 10e9, s_per_flop=1 / 20e9, overlap_p=3.0)
+    pts = [StepPoint("prefill", 1, p, 0.0, sum(calibrated_step_s(PREFILL, c) for c in WM.prefill_work(p)), (), "llama-batched-bench")
+           for p in (32, 128, 512, 1024)]
+    for b in (1, 2, 3, 4, 6, 8):
+        for ctx in (32, 512):
+            t = calibrated_step_s(truth, WM.decode_work(b, ctx))
+            pts.append(StepPoint("decode", b, ctx, float(ctx), t, (t,), "llama-batched-bench"))
+    ov = fit_step_time(pts, WM, machine="m", family="f", threads=2, holdout="none", n_bootstrap=10)
+    add = fit_step_time(pts, WM, machine="m", family="f", threads=2, holdout="none", n_bootstrap=10, form="additive")
+    assert ov.decode.form == "overlap" and ov.decode.constants.overlap_p == 3.0
+    assert ov.decode.summary("fit")["max_abs"] < 0.01
+    assert add.decode.summary("fit")["max_abs"] > 3 * ov.decode.summary("fit")["max_abs"]
+    m = step_time_model(ov, EngineSettings("f", 2))
+    assert m.decode_step_s(5, 200.0).value == pytest.approx(calibrated_step_s(truth, WM.decode_work(5, 200.0)), rel=0.02)
+
+
+def test_overlap_p_bounds_and_limits():
+    from harness.model.step_time import combine
+
+    assert combine(3.0, 4.0, 1.0) == 7.0
+    assert combine(3.0, 4.0, 16.0) == pytest.approx(4.0, rel=0.01)
+    assert combine(0.0, 0.0, 4.0) == 0.0
+    with pytest.raises(HarnessError, match="overlap_p must be in"):
+        StepConstants(0.0, 1e-10, 1e-11, overlap_p=0.5)
