@@ -3,16 +3,17 @@
 The functional form (harness.model.step_time; a stated deviation from Chapter 9, docs/model.md
 "Calibrated step time"):
 
-    decode step, batch B, mean context L:   t_D = α_D + W_D(B, L)·s_byte + F_D(B, L)·s_flop
+    decode step, batch B, mean context L:   t_D = α_D + ((W_D(B, L)·s_byte)^p + (F_D(B, L)·s_flop)^p)^(1/p)
     prefill of P tokens (chunks of ubatch):  t_P = Σ_chunks (α_P + F_chunk·s_flop_P)
 
 W and F are the chapter's byte and FLOP counts of the step (weights once per forward pass, KV
 read, linear layers, attention, logits). The prefill's weight term is constant per chunk and
 folds into α_P (its bytes/s cannot be told apart from the fixed cost with one model).
 
-Fit: non-negative weighted least squares with weights 1/t² (each point counts by its relative
-error, the quantity the targets are stated in), solved exactly by trying every subset of the
-terms; intervals: a pairs bootstrap over the fit points (resampled with replacement, seeded),
+(p = 1 with `form="additive"`). Fit: weighted least squares with weights 1/t² (each point counts by
+its relative error, the quantity the targets are stated in), constants >= 0: the additive form
+exactly, by trying every subset of the terms; the overlap form over a grid of p and of the ratio
+s_flop/s_byte, each solved in closed form (fit_overlap); intervals: a pairs bootstrap over the fit points (resampled with replacement, seeded),
 refitting each time; a prediction's interval is the 2.5/97.5 % percentiles of the predictions of
 the bootstrap replicates (parameter uncertainty; a new point's own noise adds to it, see the fit
 residuals).

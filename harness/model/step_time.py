@@ -1,4 +1,4 @@
-"""Step time of one engine forward pass: the chapter's roofline and the calibrated additive form.
+"""Step time of one engine forward pass: the chapter's roofline and the calibrated overlap form.
 
 Chapter mode (Chapter 9, §9.2.3; harness.model.stages): a stage takes
 max(F / (η_c·peak), W / (η_b·bandwidth)) — compute and memory overlap perfectly and the
@@ -8,15 +8,15 @@ Calibrated mode (a stated deviation, docs/model.md "Calibrated step time"): the 
 byte counts (harness.model.forward: linear layers, exact causal attention, logits; weights
 streamed once per step plus the KV cache read), combined as
 
-    t(step) = α + W · s_byte + F · s_flop
+    t(step) = α + ((W · s_byte)^p + (F · s_flop)^p)^(1/p)
 
 with α the fixed cost of a step (graph build, thread barriers, sampling; seconds), s_byte the
-seconds per byte streamed (1 / effective bandwidth) and s_flop the seconds per FLOP (1 / effective
-compute rate), all three fitted per phase (prefill, decode) from the engine's own measurements
-(harness.calibration.step_time). No overlap is assumed: on a CPU the same threads stream the
-weights and do the arithmetic, and where the two terms are close (decode at batch 4 on a 2-core
-host: 23 ms compute, 29 ms memory) the chapter's max() is 1.3× optimistic (docs/loop-cpu.md).
-When one term dominates, the additive form and the max() agree to within the smaller term.
+seconds per byte streamed (1 / effective bandwidth), s_flop the seconds per FLOP (1 / effective
+compute rate) and p ≥ 1 the overlap of the two terms: p = 1 is their sum (no overlap: on a CPU the
+same threads stream the weights and do the arithmetic), p → ∞ the chapter's max(). All are fitted
+per phase from the engine's own measurements (harness.calibration.step_time). Where the two terms
+are close (decode at batch 4 on a 2-core host: 23 ms compute, 29 ms memory) the chapter's max() is
+1.3× optimistic (docs/loop-cpu.md); when one term dominates every p gives about the same time.
 
 This module is the pure formula: work counts in, seconds out. Fitting and intervals live in
 harness.calibration.step_time.
