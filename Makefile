@@ -18,7 +18,9 @@ B ?=
 # unset it runs an unbounded `make -j`, load average above 90 on 2 cores): the machine's cores by default
 BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install install-engine test bench bench-pd loop-cpu sweep plan micro calibrate report nightly compare-engines browser-deps clean
+ENGINE_CONFIG ?= llama-cpp-gemma3-270m
+
+.PHONY: step-time install install-engine test bench bench-pd loop-cpu sweep plan micro calibrate report nightly compare-engines browser-deps clean
 
 $(BIN)/harness: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +56,11 @@ loop-cpu: install install-engine
 
 sweep: install
 	$(BIN)/harness sweep --target embedded,scenario=$(SCENARIO),startup_s=0,time_scale=0.1 --grid mode=pd,colocated --rate 3 --duration-s 20 --input-tokens 2048 --output-tokens 16
+
+# llama.cpp's own benchmarks on the engine config's model and settings, then the calibrated step time (docs/model.md)
+step-time: install install-engine
+	$(BIN)/harness micro-llama-cpp --config $(ENGINE_CONFIG) --out results/
+	$(BIN)/harness step-time fit results/$(MACHINE) --out calibration/
 
 micro: install
 	$(BIN)/harness micro run --suite $(SUITE) --quick --out results/

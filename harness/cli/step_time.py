@@ -51,7 +51,12 @@ def main(args: argparse.Namespace) -> int:
         from harness.calibration.file import DEFAULT_DIR
 
         cal = st.fit_from_runs(args.results, holdout=args.holdout, seed=args.seed, n_bootstrap=args.bootstrap, form=args.form)
-        out = args.out or str(DEFAULT_DIR / f"{cal.machine}.step-time.json")
+        from pathlib import Path
+
+        name = f"{cal.machine}.step-time.json"
+        out = args.out or str(DEFAULT_DIR / name)
+        if out.endswith(("/", "\\")) or Path(out).is_dir():  # a directory: <dir>/<machine>.step-time.json
+            out = str(Path(out) / name)
         path = st.save_step_time(cal, out)
         if args.json:
             print_json(cal.to_dict())
