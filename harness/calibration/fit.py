@@ -49,6 +49,7 @@ from harness.calibration.record import (
     LinkFit,
     StageMeasurement,
 )
+from harness.calibration.family import case_family
 from harness.calibration.runs import MachineRuns
 from harness.errors import HarnessError
 from microbench.params import (
@@ -258,6 +259,7 @@ class _Fitter:
                     dev, quantity, x_name, str(dtype), backend, decode, peak_source,  # type: ignore[arg-type]
                     tuple(CurvePoint(x, est, float(fv), cids) for (x, est, cids), fv in zip(pts, fitted)),
                     context_tokens=ctx if decode else None,
+                    family=case_family(str(backend), str(dtype), "cpu" if dev == "cpu" else "cuda"),
                 ))
                 made += 1
             if not made:

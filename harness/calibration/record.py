@@ -146,6 +146,13 @@ class EfficiencyCurve:
     peak_source: str
     points: tuple[CurvePoint, ...]
     context_tokens: int | None = None  # decode: the context the batch sweep ran at (MBU depends on it)
+    family: str = ""  # kernel family (harness.calibration.family): "torch-fp32", "cuda-bf16"; "" = derive from backend/dtype
+
+    @property
+    def kernel_family(self) -> str:
+        from harness.calibration.family import case_family
+
+        return self.family or case_family(self.backend, self.dtype, "cpu" if self.device == "cpu" else "cuda")
 
     def at(self, x: float, which: Which = "value") -> float:
         xs = np.array([p.x for p in self.points])
@@ -167,6 +174,7 @@ class EfficiencyCurve:
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "quantity": self.quantity, "x_name": self.x_name, "dtype": self.dtype,
                 "backend": self.backend, "monotone": self.monotone, "peak_source": self.peak_source,
+                "family": self.kernel_family,
                 "interpolation": "piecewise linear in x over the fitted points; end values held outside the range",
                 "context_tokens": self.context_tokens, "points": [p.to_dict() for p in self.points]}
 
@@ -188,7 +196,7 @@ class EfficiencyCurve:
         if ctx is not None and (isinstance(ctx, bool) or not isinstance(ctx, int) or ctx < 0):
             raise FieldError("context_tokens", f"must be an integer >= 0 or null, got {ctx!r}")
         return cls(d["device"], d["quantity"], d["x_name"], d["dtype"], d["backend"], bool(d["monotone"]),
-                   d["peak_source"], pts, None if ctx is None else int(ctx))
+                   d["peak_source"], pts, None if ctx is None else int(ctx), str(d.get("family", "")))
 
 
 @dataclass(frozen=True)

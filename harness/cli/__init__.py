@@ -37,6 +37,8 @@ VERBS: dict[str, str] = {
     "nightly": "harness.cli.nightly",
     "compare-engines": "harness.cli.compare_engines",
     "sweep": "harness.cli.sweep",
+    "micro-llama-cpp": "harness.cli.micro_llama_cpp",
+    "step-time": "harness.cli.step_time",
 }
 
 

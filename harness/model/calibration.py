@@ -38,6 +38,7 @@ class ConstantProvenance:
     at: Mapping[str, float] | None  # where the curve was read ({"batch": 32, "context_tokens": 8704}); None for a scalar
     source: str
     run_ids: tuple[str, ...]
+    family: str | None = None  # kernel family of a measured efficiency ("cuda-bf16"); None for defaults and links
 
 
 class Calibration(Protocol):
