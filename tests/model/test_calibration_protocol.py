@@ -18,7 +18,7 @@ class FlatCalibration:
     source = "test-constants"
     machine = "nowhere"
 
-    def efficiency(self, gpu, decode_batch, prefill_tokens, dtype, which="value"):
+    def efficiency(self, gpu, decode_batch, prefill_tokens, dtype, which="value", decode_context_tokens=None):
         return Efficiency(0.45, 0.40, f"stub {which}")
 
     def link(self, name, which="value"):
