@@ -24,7 +24,7 @@ class FlatCalibration:
     def link(self, name, which="value"):
         return LinkConstants(12.5e9, 5e-6, f"{name} (stub)")
 
-    def provenance(self, gpus, link_name, decode_batch, prefill_tokens, dtype, link_default):
+    def provenance(self, gpus, link_name, decode_batch, prefill_tokens, dtype, link_default, decode_context_tokens=None):
         return [ConstantProvenance(f"{g}.compute_efficiency", "measured", 0.45, None, None, None, "stub", ()) for g in gpus]
 
 
