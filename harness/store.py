@@ -3,8 +3,8 @@
 Layout: results/<machine>/<run_id>/manifest.json and <table>/part-NNNNN.parquet. A run is
 written once and never overwritten; every file is written under a temporary name and renamed,
 and tables are appended in parts so a run killed midway keeps what it measured. The JSON sidecars
-(summary.json, plan.json, loop_report.json) carry a schema_version like every harness file
-(SIDECAR_VERSIONS; harness.versioning): ones written before they were versioned are version 1.
+(plan.json, loop_report.json; summary.json by workloads.summary) carry a schema_version like every
+harness file (SIDECAR_VERSIONS; harness.versioning): ones written before they were versioned are version 1.
 
 A damaged parquet part (truncated, overwritten) is named with what of the run is still readable;
 `Run.table` then returns the readable parts with a warning (or refuses, with strict=True).
@@ -26,7 +26,10 @@ DEFAULT_RESULTS = Path("results")
 
 # JSON sidecars of a run -> their schema_version; bump it (and add a step to SIDECAR_UPGRADES) when the
 # writer changes a field. History, each: 1 — first version (also: files written before sidecars carried a version).
-SIDECAR_VERSIONS: dict[str, int] = {"summary.json": 1, "plan.json": 1, "loop_report.json": 1}
+# summary.json is versioned by its owner, workloads.summary (SUMMARY_SCHEMA_VERSION, read_summary). A sidecar
+# not listed here is stamped version 1 when written (so every file the harness writes carries a version).
+SIDECAR_VERSIONS: dict[str, int] = {"plan.json": 1, "loop_report.json": 1, "loop_report.md.json": 1, "sweep.json": 1,
+                                    "session_extra.json": 1, "engine_logs.json": 1}
 SIDECAR_UPGRADES: dict[str, dict[int, Callable[[dict], dict]]] = {name: {} for name in SIDECAR_VERSIONS}
 
 
@@ -141,9 +144,9 @@ class RunWriter:
         return n
 
     def write_json(self, name: str, obj: Any) -> Path:
-        """Write a JSON sidecar; the versioned ones (SIDECAR_VERSIONS) get their schema_version stamped."""
-        if name in SIDECAR_VERSIONS and isinstance(obj, dict):
-            obj = stamp_version(obj, SIDECAR_VERSIONS[name])
+        """Write a JSON sidecar, its schema_version stamped (SIDECAR_VERSIONS, else 1) unless the writer set one."""
+        if isinstance(obj, dict) and "schema_version" not in obj:
+            obj = stamp_version(obj, SIDECAR_VERSIONS.get(name, 1))
         out = self.path / name
         _atomic_write_bytes(out, json.dumps(obj, indent=2, default=str).encode())
         return out

@@ -47,3 +47,12 @@ def set_dotted(data: dict[str, Any], key: str, value: Any, where: str, source: s
             raise HarnessError(f"{where} {key}: {s!r} is not a section of {source}.")
         d = nxt
     d[leaf] = value
+
+
+def value_or_word(raw: str) -> Any:
+    """A command-line value read as TOML (`2`, `0.5`, `true`, `"x"`, `[1, 2]`), else the bare word itself (a mode,
+    a path, an allocation name)."""
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw

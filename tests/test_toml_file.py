@@ -47,3 +47,11 @@ def test_set_dotted():
         set_dotted(d, "s.q", 1, "--grid", "f.toml")
     with pytest.raises(HarnessError, match="override a..b: an empty name between dots"):
         set_dotted(d, "a..b", 1, "override", "f.toml")
+
+
+def test_value_or_word():
+    from harness.toml_file import value_or_word
+
+    assert value_or_word("2") == 2 and value_or_word("0.5") == 0.5 and value_or_word("true") is True
+    assert value_or_word("[1, 2]") == [1, 2] and value_or_word('"x y"') == "x y"
+    assert value_or_word("fixed") == "fixed" and value_or_word("a/b.toml") == "a/b.toml"

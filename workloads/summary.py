@@ -159,8 +159,7 @@ def _engine_crosscheck(ok: Any) -> dict[str, Any] | None:
 # summary.json, the run's summary sidecar. Format history (one upgrade step per version, applied on load):
 #   1: {"schema_version", "load": LoadSummary, "span_s", "options": SummaryOptions, "derived_from", ...};
 #      files written before the field existed carry no version and read as version 1.
-# The field name is the one of harness.versioning (issue 14.3); when that module is on main this reader and
-# writer become load_versioned / stamp_version with the same constant.
+# Read and written with harness.versioning (load_versioned / stamp_version), the one mechanism of issue 14.3.
 SUMMARY_SCHEMA_VERSION = 1
 SUMMARY_UPGRADES: dict[int, Any] = {}
 SUMMARY_FILE = "summary.json"
@@ -205,8 +204,10 @@ def summarise_run(run: Any, *, options: SummaryOptions | None = None, span_s: fl
 
 def summary_document(summary: LoadSummary, *, span_s: float, options: SummaryOptions, **extra: Any) -> dict[str, Any]:
     """What summary.json holds (versioned; `extra` e.g. client_process)."""
-    return {"schema_version": SUMMARY_SCHEMA_VERSION, "load": summary.to_dict(), "span_s": span_s, "options": asdict(options),
-            "derived_from": "requests table", **extra}
+    from harness.versioning import stamp_version
+
+    return stamp_version({"load": summary.to_dict(), "span_s": span_s, "options": asdict(options),
+                          "derived_from": "requests table", **extra}, SUMMARY_SCHEMA_VERSION)
 
 
 def read_summary(run: Any) -> dict[str, Any]:
@@ -242,15 +243,7 @@ def _read_summary_file(run: Any) -> dict[str, Any] | None:
                            "from its requests table.") from None
     if not isinstance(data, dict):
         raise HarnessError(f"{path} is not a JSON object; delete it to summarise the run from its requests table.")
-    v = data.get("schema_version", 1)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise HarnessError(f"{path}: schema_version must be an integer >= 1, got {v!r}; delete the file to summarise the run "
-                           "from its requests table.")
-    if v > SUMMARY_SCHEMA_VERSION:
-        raise HarnessError(f"{path}: schema_version {v} is newer than this harness understands ({SUMMARY_SCHEMA_VERSION}); "
-                           "upgrade the harness.")
-    while v < SUMMARY_SCHEMA_VERSION:
-        data = SUMMARY_UPGRADES[v](data)
-        v += 1
-    data["schema_version"] = SUMMARY_SCHEMA_VERSION
-    return data
+    from harness.versioning import load_versioned
+
+    return load_versioned(data, SUMMARY_SCHEMA_VERSION, SUMMARY_UPGRADES, str(path), default=1, what=SUMMARY_FILE,
+                          fix="delete the file to summarise the run from its requests table")

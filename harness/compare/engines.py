@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 import tempfile
-import tomllib
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,10 +43,9 @@ class TargetSpec:
 
 
 def _value(raw: str) -> Any:
-    try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        return raw  # a bare string such as a path or "fixed"
+    from harness.toml_file import value_or_word
+
+    return value_or_word(raw)
 
 
 def parse_target(text: str, flag: str) -> TargetSpec:

@@ -1,4 +1,4 @@
-"""Physical bounds on the counts a user gives (tokens, batch, GPUs): a value beyond them is refused, naming the bound.
+"""Physical bounds on the counts a user gives (tokens, batch, grid sizes): a value beyond them is refused, naming the bound.
 
 These are outer bounds that no real deployment reaches, so a typo (2**63-1 tokens, a batch of 1e11) is an
 error instead of a silent figure; the model's own checks (memory fit, SLO) apply inside them.
@@ -10,9 +10,7 @@ from __future__ import annotations
 MAX_CONTEXT_TOKENS = 10 * 2**20
 MAX_CONTEXT_SOURCE = "the longest context window of any published model (Llama 4 Scout, 10M tokens)"
 
-# GPUs of one type in one pool: the largest clusters built hold about 10^5 accelerators.
-MAX_GPUS_PER_POOL = 2**17
-MAX_GPUS_SOURCE = "the largest GPU clusters built hold about 10^5 accelerators"
+# Arrival rates and the PD search size are bounded by the model (harness.model.plan / capacity), where they are used.
 
 
 def context_problem(tokens: int, what: str) -> str | None:

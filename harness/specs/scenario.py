@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from harness import toml_file
 from harness.errors import HarnessError
 from harness.specs.gpus import GPUS
-from harness.specs.limits import MAX_GPUS_PER_POOL, MAX_GPUS_SOURCE, context_problem, resident_tokens_problem
+from harness.specs.limits import context_problem, resident_tokens_problem
 from harness.specs.links import DEFAULT_STARTUP_LATENCY_S, LINKS
 from harness.specs.models import MODELS, model_paths_relative_to, resolve_model_ref
 from harness.units import DTYPE_BYTES
@@ -91,14 +91,7 @@ class WorkloadSpec(_Strict):
 
 class PoolSpec(_Strict):
     gpu: str
-    count: Annotated[int, Field(ge=1)]
-
-    @field_validator("count")
-    @classmethod
-    def _count(cls, v: int) -> int:
-        if v > MAX_GPUS_PER_POOL:
-            raise ValueError(f"{v} GPUs of one type is above {MAX_GPUS_PER_POOL}: {MAX_GPUS_SOURCE}; give the pool's real size")
-        return v
+    count: Annotated[int, Field(ge=1)]  # the size of the PD search is bounded by the model (capacity.MAX_PD_ALLOCATIONS)
 
     @field_validator("gpu")
     @classmethod

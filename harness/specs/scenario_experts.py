@@ -15,7 +15,7 @@ from harness.specs.cpus import CPUS, CPU_KERNELS, NUMA_PATHS
 from harness.specs.gpus import GPUS
 from harness.specs.links import LINKS
 from harness.specs.models import MODELS
-from harness.specs.limits import MAX_GPUS_PER_POOL, MAX_SIMULATED_DRAWS, grid_problem
+from harness.specs.limits import MAX_SIMULATED_DRAWS, grid_problem
 from harness.specs.scenario import (
     EfficiencyPair,
     LinkSection,
@@ -148,7 +148,7 @@ class PipelineSection(_Strict):
 
 class PoolEntry(_Strict):
     gpu: str
-    count: Annotated[int, Field(ge=1, le=MAX_GPUS_PER_POOL)]
+    count: PosInt  # bounded with the other pools by grid_problem
 
     _g = field_validator("gpu")(classmethod(lambda cls, v: check_known(v, GPUS, "GPU")))
 

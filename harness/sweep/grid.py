@@ -10,7 +10,6 @@ a chunk threshold that two flags share is swept without invalid combinations.
 from __future__ import annotations
 
 import itertools
-import tomllib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -29,10 +28,9 @@ class GridAxis:
 
 
 def _value(raw: str) -> Any:
-    try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        return raw  # a bare word: a mode or an allocation name
+    from harness.toml_file import value_or_word
+
+    return value_or_word(raw)
 
 
 def parse_axis(text: str) -> GridAxis:

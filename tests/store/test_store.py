@@ -112,12 +112,13 @@ def test_sidecars_are_versioned_and_old_unversioned_ones_still_load(tmp_path):
         w.write_json("loop_report.json", {"rows": []})
         w.write_json("other.json", {"x": 1})
     run = Run(w.path)
-    for name in ("summary.json", "plan.json", "loop_report.json"):
+    for name in ("plan.json", "loop_report.json"):
         assert json.loads((w.path / name).read_text())["schema_version"] == SIDECAR_VERSIONS[name] == 1
-    assert run.json("summary.json") == {"schema_version": 1, "load": {"n": 1}}
-    assert run.json("other.json") == {"x": 1}
-    (w.path / "summary.json").write_text(json.dumps({"load": {"n": 2}}))  # written before sidecars had a version
-    assert run.json("summary.json")["load"] == {"n": 2}
+    assert run.json("plan.json") == {"schema_version": 1, "pd": 1}
+    assert run.json("other.json") == {"schema_version": 1, "x": 1}
+    assert run.json("summary.json") == {"schema_version": 1, "load": {"n": 1}}  # read_summary upgrades it
+    (w.path / "plan.json").write_text(json.dumps({"pd": 2}))  # written before sidecars had a version
+    assert run.json("plan.json") == {"schema_version": 1, "pd": 2}
     (w.path / "plan.json").write_text(json.dumps({"schema_version": 7}))
     with pytest.raises(HarnessError, match="plan.json: schema_version 7 is newer than this harness understands"):
         run.json("plan.json")
