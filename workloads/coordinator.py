@@ -29,6 +29,7 @@ from workloads.config import LoadConfig
 from workloads.records import mask_then_cut, missing_record
 
 FLUSH_EVERY_S = 2.0
+ARTIFACT_FILE = "workload-artifact.parquet"
 WORKER_SETUP_TIMEOUT_S = 60.0
 RECENT_TTFT_N = 1000  # the running TTFT p50 of the progress line is over the last this many successes
 
@@ -140,6 +141,10 @@ class Coordinator:
         from harness.store_process import AppendProcess
 
         self.writer.append("workload", self.artifact.table_rows())
+        import shutil
+
+        # the artifact itself (prompts included), so `--workload RUN/workload-artifact.parquet` replays this run exactly
+        shutil.copyfile(self.cfg.artifact_path, self.writer.path / ARTIFACT_FILE)
         if self.cfg.plan_path:
             self.writer.write_json("plan.json", json.loads(Path(self.cfg.plan_path).read_text()))
         self.parts = AppendProcess(self.writer)
