@@ -78,8 +78,10 @@ def run_load(cfg: LoadConfig, workdir: Path, *, progress: Progress | None = None
         msg = [ln for ln in err.splitlines() if ln.startswith("error:")]
         if msg:
             raise HarnessError(msg[-1].removeprefix("error: "))
-        log = workdir / "load-process.log"
+        # kept where the user looks (the run, else the results directory), not in the temporary folder removed after the run
+        log = (run_dir / "load-process.log") if run_dir else Path(cfg.results_dir) / f"load-process-{cfg.run_id}.log"
         try:
+            log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(err)
         except OSError:
             log = None

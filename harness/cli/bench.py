@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--time-scale", type=float, default=1.0, help="embedded target: wall seconds per simulated second")
     a("--startup-s", type=float, default=None, help="embedded target: simulated startup (default: the scenario's startup_s)")
     a("--allocation", default="best", help="embedded target: 'best' or a reference allocation of the scenario")
-    a("--warmup-s", type=float, default=0.0, help="exclude requests intended before this (default 0: the startup is the point)")
+    a("--warmup-s", type=_opt_float, default=0.0, help="exclude requests intended before this (default 0: the startup is the point; make bench-pd uses 30)")
     a("--cooldown-s", type=float, default=0.0)
     a("--slo-ttft-s", type=float, default=5.0)
     a("--slo-tpot-s", type=float, default=0.05)
@@ -93,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
         schedule=args.schedule, mix=args.mix, workload_path=args.workload, seed=args.seed, api=args.api, model_name=args.model_name,
         api_key_env=args.api_key_env, workers=args.workers, max_concurrency=args.max_concurrency,
         request_timeout_s=args.request_timeout_s, time_scale=args.time_scale, startup_s=args.startup_s,
-        allocation=args.allocation, warmup_s=args.warmup_s, cooldown_s=args.cooldown_s, slo_ttft_s=args.slo_ttft_s,
+        allocation=args.allocation, warmup_s=args.warmup_s or 0.0, cooldown_s=args.cooldown_s, slo_ttft_s=args.slo_ttft_s,
         slo_tpot_s=args.slo_tpot_s, slo_e2e_s=args.slo_e2e_s, results_dir=args.out, report_dir=args.report_dir or None,
         command_line=list(sys.argv), workload=spec_from_args(args), concurrency=args.concurrency, num_requests=args.num_requests,
         remote_workers=args.remote_workers, master_bind_host=args.master_bind_host, master_port=args.master_port,
