@@ -157,7 +157,7 @@ def headline_lines(s: dict, mode: str) -> list[str]:
         lines.append(f"incl. startup and drain (vLLM bench serve's definition): {s['request_throughput_incl_drain_per_s']:.3f} req/s, "
                      f"{s['output_tokens_incl_drain_per_s']:.0f} output tokens/s over {s['run_duration_s']:.1f} s")
     lines.append(f"latency: TTFT p50 {_ms(s['ttft_s']['p50'])} p90 {_ms(s['ttft_s']['p90'])} p99 {_ms(s['ttft_s']['p99'])}; "
-                 f"TPOT p50 {_ms(s['tpot_s']['p50'])} (p99 needs ≥ 1000 requests to be stable; this run has {s['requests_ok']} ok)")
+                 f"TPOT p50 {_ms(s['tpot_s']['p50'])} (a p99 needs ≥ 1000 requests to be stable; {s['requests_ok']} succeeded in the window)")
     return lines
 
 

@@ -124,3 +124,38 @@ def _listening_port(pid: int, timeout_s: float = 60.0) -> int:
                 return int(f[1].split(":")[1], 16)
         time.sleep(0.2)
     raise AssertionError("the Locust master did not start listening")
+
+
+def test_web_ui_on_a_chosen_host(tmp_path, target):
+    import time
+    import urllib.request
+
+    port = _free_port("127.0.0.2")
+    p = _locust("--host", target.url, "--web-host", "127.0.0.2", "--web-port", str(port), "--autostart", "--autoquit", "0",
+                "-u", "2", "-r", "2", "-t", "8s", "--num-requests", "6", "--input-tokens", "8", "--output-tokens", "4",
+                "--results", str(tmp_path))
+    try:
+        deadline = time.monotonic() + 60
+        status = None
+        while time.monotonic() < deadline and status is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.2:{port}/", timeout=2) as r:
+                    status = r.status
+            except OSError:
+                time.sleep(0.3)
+        out, _ = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert status == 200, out
+    df = _one_run(tmp_path).table("requests")
+    assert sorted(df["request_index"]) == list(range(6)) and set(df["error_class"]) == {"ok"}
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
