@@ -40,6 +40,24 @@ FLUSH_EVERY_S = 1.0
 PONG_TIMEOUT_S = 10.0
 
 
+def apply_heartbeat_liveness() -> None:
+    """HARNESS_LOCUST_HEARTBEAT_LIVENESS=N (on the master): how many 1 s heartbeats a worker may miss before the master
+    counts it missing (Locust's default 3). A worker process starved of CPU (an overloaded load host) misses a few and
+    Locust then stops the test; raise it there."""
+    v = os.environ.get("HARNESS_LOCUST_HEARTBEAT_LIVENESS")
+    if not v:
+        return
+    try:
+        n = int(v)
+        if not 1 <= n <= 3600:
+            raise ValueError
+    except ValueError:
+        raise HarnessError(f"HARNESS_LOCUST_HEARTBEAT_LIVENESS must be an integer number of heartbeats in [1, 3600], got {v!r}.") from None
+    import locust.runners
+
+    locust.runners.HEARTBEAT_LIVENESS = n
+
+
 class WorkerSide:
     """Installed on a Locust worker (locustfile's init hook): waits for the master's setup, then runs its share."""
 
@@ -129,6 +147,7 @@ class MasterSide:
     """Installed on the master runner: hands out the workload, answers clock pings, collects records."""
 
     def __init__(self, runner: Any, on_rows: Callable[[list[dict[str, Any]]], None]):
+        apply_heartbeat_liveness()
         self.runner = runner
         self.on_rows = on_rows
         self.ready: dict[int, dict[str, Any]] = {}

@@ -109,6 +109,8 @@ class PlainRun:
         else:
             self.coord.attach(runner, set_state(LoadState(cfg, 0, 1)))
         self.watcher: Any = None
+        self.finisher: Any = None
+        _sigterm_in_a_greenlet()
         ev = environment.events
         ev.test_start.add_listener(self._on_start)
         ev.test_stopping.add_listener(self._on_stopping)
@@ -129,8 +131,11 @@ class PlainRun:
         self.watcher = gevent.spawn(self._watch)
 
     def _watch(self) -> None:
+        import gevent
+
         self.coord.wait()
-        if self.coord.done():
+        if self.coord.done() and self.finisher is None:
+            self.finisher = gevent.getcurrent()
             self._end(None)
             if self.env.parsed_options.headless:
                 self.env.runner.quit()
@@ -138,18 +143,23 @@ class PlainRun:
                 self.env.runner.stop()
 
     def _on_stopping(self, **_: Any) -> None:
-        if self.coord.t0_ns and not self.coord.finished:
+        """Locust stops the test (its run time, the web UI, a signal) before every request has a record: finish in a
+        greenlet of our own, since Locust kills its own greenlets while it stops and does not expect a handler to wait."""
+        if self.coord.t0_ns and not self.coord.finished and self.finisher is None:
+            import gevent
+
             self.coord.stop_requested = "Locust stopped the test (its run time, the web UI, or a signal)"
-            self._end(None)
+            self.finisher = gevent.spawn(self._end, None)
 
     def _on_quitting(self, **_: Any) -> None:
-        if not self.coord.finished and self.coord.t0_ns:
-            self.coord.stop_requested = "Locust quit"
-            self._end(None)
+        """Runs in Locust's shutdown, just before it exits: wait here until the run is written."""
+        self._on_stopping()
+        if self.finisher is not None:
+            self.finisher.join(timeout=180)
         elif not self.coord.t0_ns and not self.coord.finished:
             self.coord.finished = True
             self.coord.close(None)
-        shutil.rmtree(self.workdir, ignore_errors=True)  # the artifact's rows are in the run; with --results '' so is the run
+        shutil.rmtree(self.workdir, ignore_errors=True)  # the artifact was copied into the run; with --results '' so is the run
 
     def _end(self, exc: BaseException | None) -> None:
         if self.coord.finished:
@@ -166,6 +176,26 @@ class PlainRun:
             print(self.coord.kept_message(), file=sys.stderr, flush=True)
         if not s.valid:
             self.env.process_exit_code = 1
+
+
+def _sigterm_in_a_greenlet() -> None:
+    """Locust runs its SIGTERM handler (shutdown: the quitting event, then exit) in gevent's hub, where nothing may
+    block; writing the cancelled records, waiting for the part writer and for the workers' last records all do.
+    Locust registers that handler after the init event, through gevent.signal_handler: wrap the one registration
+    for SIGTERM so its handler runs in a greenlet of its own (Ctrl-C already ends up in the main greenlet)."""
+    import signal
+
+    import gevent
+
+    orig = gevent.signal_handler
+
+    def signal_handler(signum: int, handler: Any, *args: Any, **kw: Any) -> Any:
+        if signum == signal.SIGTERM:
+            gevent.signal_handler = orig
+            return orig(signum, lambda *a, **k: gevent.spawn(handler, *a, **k), *args, **kw)
+        return orig(signum, handler, *args, **kw)
+
+    gevent.signal_handler = signal_handler
 
 
 _ATTACHED: Any = None

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--prefill-metrics-url", default=None, help="/metrics of the prefill pool of a PD deployment")
     a("--decode-metrics-url", default=None, help="/metrics of the decode pool of a PD deployment")
     a("--duration-s", type=_opt_float, default=60.0, help="schedule length in seconds (default 60)")
-    a("--rate", default=None, help="arrival rate in requests/s (default: the scenario's arrival_rate_per_s); a list 1,2,4,8 runs "
+    a("--rate", type=lambda t: t.strip() or None, default=None, help="arrival rate in requests/s (default: the scenario's arrival_rate_per_s); a list 1,2,4,8 runs "
                                    "a series into one run group; 'auto' searches the highest rate meeting the SLOs (docs/loadgen.md)")
     a("--concurrency", type=int, default=None, help="closed loop: N users, each sending when its previous request ended (instead of --rate)")
     a("--num-requests", type=int, default=None, help="closed loop: the pool of requests (default 32 per user, at most 4096)")

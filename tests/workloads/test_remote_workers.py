@@ -27,7 +27,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_remote_workers_join_the_harness_master(tmp_path):
+def test_remote_workers_join_the_harness_master(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_LOCUST_HEARTBEAT_LIVENESS", "30")  # the master's: a busy 2-core machine starves workers
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     workers = [subprocess.Popen([sys.executable, "-m", "locust", "-f", str(ROOT / "workloads/locustfile.py"), "--worker",
