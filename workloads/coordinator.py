@@ -170,7 +170,7 @@ class Coordinator:
         self.writer.update_manifest(extra={**self.writer.manifest.extra, "t0_unix_ns": self.t0_unix_ns,
                                            "clock_offsets": self.clock_offsets})
         if self.state is not None:
-            self.state.set_t0_unix_ns(self.t0_unix_ns)
+            self.state.set_t0_ns(self.t0_ns)
         else:
             self.master.send_t0(self.t0_unix_ns)
         self.scraper = Scraper(cfg.scrape, lambda rows: self.append("server_metrics", rows), cfg.scrape_interval_s,

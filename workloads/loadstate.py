@@ -66,6 +66,12 @@ class LoadState:
         self.t0_ns = perf_counter_ns() + (t0_unix_ns - clock_offset_ns - wall_ns())
         self.t0_set.set()
 
+    def set_t0_ns(self, t0_ns: int) -> None:
+        """The run's t0 on this process's perf_counter, given directly (the coordinator in the same process: no
+        second wall-clock mapping, whose two clock reads a preemption could split by milliseconds)."""
+        self.t0_ns = t0_ns
+        self.t0_set.set()
+
     def next_session(self) -> list[dict[str, Any]] | None:
         if self.stopped or self._next >= len(self.sessions):
             return None

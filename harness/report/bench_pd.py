@@ -258,6 +258,7 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
         rows.append(("client TTFT timing error vs target emit log", f"p50 {_ms(terr['p50_s'])}, p99 {_ms(terr['p99_s'])}, max {_ms(terr['max_s'])}",
                      f"{terr['count']} requests matched by response id"))
     validity = "VALID" if summary["valid"] else "INVALID: " + "; ".join(summary["invalid_reasons"])
+    validity = f"{summary.get('load_mode', 'open-loop')} · {validity}"  # closed-loop runs say so wherever they are shown
     banner = ("SIMULATED: the target is the harness's embedded emulator (harness.target); its timings come from the "
               "Chapter 9 model, not from a GPU.") if simulated else f"Target: {m.extra.get('target_url', 'external')}"
     title = f"bench-pd — {m.extra.get('scenario', '')} — {m.run_id}"
