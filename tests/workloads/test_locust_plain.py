@@ -103,8 +103,10 @@ def test_master_and_two_workers_on_other_addresses(tmp_path, target):
     assert set(clocks) == {"0", "1"}
     skewed = [c for c in clocks.values() if abs(c["offset_ns"]) > 100_000_000]
     assert len(skewed) == 1 and abs(skewed[0]["offset_ns"] + 250_000_000) <= skewed[0]["rtt_ns"] / 2 + 1_000_000
-    # the skewed worker still sends on the master's schedule: on the target's one clock, first tokens are emitted
-    # 125 ms apart in request order (uncorrected, the skewed worker's half would be shifted by 250 ms)
+    # the skewed worker's t0 was mapped through its measured offset: on the target's clock (the same CLOCK_MONOTONIC as
+    # every process here), first-token emit − the record's send time (ns since that process's t0) is t0 + a constant
+    # (network + the 20 ms TTFT), the same for both workers; uncorrected, the skewed worker's would differ by 250 ms.
+    # (Send lag on a busy machine moves both terms alike, so this holds whatever the lag.)
     import json as _json
     import urllib.request
 
@@ -114,9 +116,9 @@ def test_master_and_two_workers_on_other_addresses(tmp_path, target):
     for ri, ti, en in zip(log["request_index"], log["token_index"], log["emit_ns"]):
         if ti == 0:
             first[log["request_ids"][ri]] = en
-    emitted = df.sort_values("request_index")["response_id"].map(first).to_numpy() / 1e9
-    gaps = emitted[1:] - emitted[:-1]
-    assert abs(float(np.median(gaps)) - 0.125) < 0.03 and (gaps > 0).mean() >= 0.9, gaps
+    t0_seen_s = (df["response_id"].map(first) - df["sent_ns"]) / 1e9
+    by_worker = t0_seen_s.groupby(df["worker_index"]).median()
+    assert abs(by_worker[0] - by_worker[1]) < 0.05, (by_worker, clocks)
 
 
 def _listening_port(pid: int, timeout_s: float = 60.0) -> int:
