@@ -214,6 +214,7 @@ def attach(environment: Any) -> Any:
     if isinstance(environment.runner, WorkerRunner):
         from workloads.distributed import WorkerSide
 
+        _sigterm_in_a_greenlet()  # its final records (the cancelled ones) are sent from Locust's shutdown
         _ATTACHED = WorkerSide(environment, configure_user)
         return _ATTACHED
     try:
