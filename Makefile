@@ -6,7 +6,8 @@ SCENARIO ?= workloads/scenarios/ch9-hetero-pd.toml
 TARGET ?=
 PREFILL_METRICS ?=
 DECODE_METRICS ?=
-DURATION ?= 60
+DURATION ?= 90
+WARMUP ?= 30
 RATE ?=
 MODEL_NAME ?=
 SUITE ?= all
@@ -49,7 +50,7 @@ plan: install
 	$(BIN)/harness model plan $(SCENARIO)
 
 bench-pd: install
-	$(BIN)/harness bench-pd --scenario $(SCENARIO) --target "$(TARGET)" --prefill-metrics-url "$(PREFILL_METRICS)" --decode-metrics-url "$(DECODE_METRICS)" --duration-s "$(DURATION)" --rate "$(RATE)" $(if $(MODEL_NAME),--model-name $(MODEL_NAME)) --out results --report-dir reports
+	$(BIN)/harness bench-pd --scenario $(SCENARIO) --target "$(TARGET)" --prefill-metrics-url "$(PREFILL_METRICS)" --decode-metrics-url "$(DECODE_METRICS)" --duration-s "$(DURATION)" --warmup-s "$(WARMUP)" --rate "$(RATE)" $(if $(MODEL_NAME),--model-name $(MODEL_NAME)) --out results --report-dir reports
 
 loop-cpu: install install-engine
 	$(BIN)/harness loop cpu --markdown reports/loop-cpu.md

@@ -14,7 +14,9 @@ frame as that part. On close the child reports the CPU seconds its encoding and 
 start-up is not counted: a fixed cost, like the parent's imports), which the caller adds to the
 client's cost. Any part missing after close (the child died, or refused a frame) is written by the
 parent itself, so nothing handed over is lost, and a bad frame fails the run as it would in-process.
-If the parent is killed, the child sees end-of-file and still writes everything it received.
+If the parent is killed, the child sees end-of-file and still writes everything it received. The child
+runs in its own session, so a signal sent to the load's process group (Ctrl-C, `kill -- -PGID`) does not
+reach it: the parent stays able to hand over the records of what was in flight.
 """
 
 from __future__ import annotations
@@ -45,7 +47,10 @@ class AppendProcess:
         self.proc: subprocess.Popen | None = None
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "harness.store_process", str(writer.path), writer.manifest.run_id],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         # its own session: a signal to the load's process group (Ctrl-C, kill -TERM -PGID)
+                                         # must not kill it while the load process still hands it the cancelled records
+                                         start_new_session=True)
         except OSError as exc:  # no child: every part is written in this process at close
             self.error = f"part writer process could not start ({exc}); parts were written by the load process"
 

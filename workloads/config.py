@@ -47,6 +47,8 @@ class SummaryOptions:
     slo_e2e_s: float | None = None
     max_lag_p99_s: float = 0.05  # a run whose p99 send lag exceeds this is invalid
     max_send_shortfall: float = 0.05  # ... or that sent < 95% of the requests its window intended
+    max_error_fraction: float = 0.5  # ... or where more than this share of the measured requests failed
+    closed_loop: bool = False  # closed-loop run: no schedule to keep, unsent requests are the pool's unused rest
 
     def __post_init__(self) -> None:
         for f in ("warmup_s", "cooldown_s"):
@@ -56,6 +58,8 @@ class SummaryOptions:
                 _num(f, getattr(self, f), 0.0, strict=True)
         _num("max_lag_p99_s", self.max_lag_p99_s, 0.0, strict=True)
         _num("max_send_shortfall", self.max_send_shortfall, 0.0)
+        if not 0.0 <= _num("max_error_fraction", self.max_error_fraction, 0.0) < 1.0:
+            raise HarnessError(f"load config max_error_fraction must be in [0, 1), got {self.max_error_fraction!r}.")
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,11 @@ class LoadConfig:
     results_dir: str = "results"
     model: str = "default"
     api_key_env: str | None = None
-    workers: int = 0  # 0: one local process; N: a Locust master and N worker processes
+    workers: int = 0  # 0 (and no remote workers): one local process; N: a Locust master and N local worker processes
+    remote_workers: int = 0  # workers the master waits for from other hosts (`locust -f ... --worker --master-host H`)
+    master_bind_host: str = "127.0.0.1"  # the master's bind address; remote workers need one they can reach
+    master_port: int = 0  # 0: a free port
+    worker_wait_s: float = 300.0  # how long the master waits for remote workers to connect
     max_concurrency: int = 256
     request_timeout_s: float = 120.0
     t0_lead_s: float = 1.0
@@ -89,6 +97,13 @@ class LoadConfig:
             check_http_url(s["url"], f"{s['role']} metrics URL")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or not 0 <= self.workers <= 64:
             raise HarnessError(f"load config workers must be an integer in [0, 64], got {self.workers!r}.")
+        if isinstance(self.remote_workers, bool) or not isinstance(self.remote_workers, int) or not 0 <= self.remote_workers <= 1024:
+            raise HarnessError(f"load config remote_workers must be an integer in [0, 1024], got {self.remote_workers!r}.")
+        if isinstance(self.master_port, bool) or not isinstance(self.master_port, int) or not 0 <= self.master_port <= 65535:
+            raise HarnessError(f"load config master_port must be an integer in [0, 65535] (0: a free port), got {self.master_port!r}.")
+        if not isinstance(self.master_bind_host, str) or not self.master_bind_host:
+            raise HarnessError(f"load config master_bind_host must be an address such as 0.0.0.0 or 10.0.0.5, got {self.master_bind_host!r}.")
+        _num("worker_wait_s", self.worker_wait_s, 0.0, strict=True)
         if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
             raise HarnessError(f"load config max_concurrency must be an integer >= 1, got {self.max_concurrency!r}.")
         _num("request_timeout_s", self.request_timeout_s, 0.0, strict=True)

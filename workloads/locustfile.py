@@ -1,10 +1,17 @@
-"""Locust user for OpenAI-compatible streaming endpoints, paced by a precomputed open-loop schedule.
+"""Locust user for OpenAI-compatible streaming endpoints, paced by a precomputed open-loop schedule (or closed loop).
 
+Run by the harness (`harness bench-pd`, workloads.loadrun) or by Locust itself:
+
+    locust -f workloads/locustfile.py --host http://127.0.0.1:8000 --headless -u 8 -r 8 -t 60s --request-rate 2
+    locust -f workloads/locustfile.py --master --master-bind-host 0.0.0.0 ...   # and on other hosts:
+    locust -f workloads/locustfile.py --worker --master-host MASTER
+
+The workload flags (--input-tokens, --dataset, --trace, ...) are the same as bench-pd's; see docs/loadgen.md.
 Users are a concurrency cap, not the pacing: each free user takes the next session of this process's
-share of the workload, sleeps until its intended send instant, streams it (chat or completions,
-stream: true with stream_options.include_usage) and hands the record to the process's LoadState.
-A session's later turns follow the previous turn's end plus its pause. Locust's own statistics get
-one event per request for its UI; the run's figures come from the records only.
+share of the workload, sleeps until its intended send instant (closed loop: sends at once), streams it
+(chat or completions, stream: true with stream_options.include_usage) and hands the record to the
+process's LoadState. A session's later turns follow the previous turn's end plus its pause. Locust's own
+statistics get one event per request for its UI; the run's figures come from the records only.
 """
 
 from __future__ import annotations
@@ -14,12 +21,14 @@ import os
 from time import perf_counter_ns
 
 import gevent
-from locust import FastHttpUser, constant, task
+from locust import FastHttpUser, constant, events, task
 from locust.exception import StopUser
 
-from workloads.loadstate import get_state
+from workloads.loadstate import wait_state
 from workloads.records import build_record
 from workloads.stream_client import stream_request
+
+STATE_WAIT_S = 120.0  # a worker gets its share from the master after it connected
 
 
 class OpenAIStreamUser(FastHttpUser):
@@ -33,7 +42,9 @@ class OpenAIStreamUser(FastHttpUser):
 
     @task
     def run_session(self) -> None:
-        st = get_state()
+        st = wait_state(STATE_WAIT_S)
+        if st is None:
+            raise StopUser()
         st.t0_set.wait()
         session = st.next_session()
         if session is None:
@@ -42,13 +53,17 @@ class OpenAIStreamUser(FastHttpUser):
         http = self.client.client.clientpool.get_client(st.url_split)
         prev_end_ns = None
         for item in session:
+            if st.stopped:
+                break
             if item["turn"] == 0 or prev_end_ns is None:
-                intended = st.t0_ns + int(item["intended_s"] * 1e9)
+                intended = perf_counter_ns() if st.closed_loop else st.t0_ns + int(item["intended_s"] * 1e9)
             else:
                 intended = prev_end_ns + int(item["pause_before_s"] * 1e9)
             delay = (intended - perf_counter_ns()) / 1e9
             if delay > 0:
                 gevent.sleep(delay)
+            if st.stopped:
+                break
             chat = item["api"] == "chat"
             body = {"model": st.model, "max_tokens": int(item["max_tokens"]), "stream": True,
                     "stream_options": {"include_usage": True}, "temperature": 0.0, **st.extra_body}
@@ -56,21 +71,36 @@ class OpenAIStreamUser(FastHttpUser):
                 body["messages"] = [{"role": "user", "content": item["prompt"]}]
             else:
                 body["prompt"] = item["prompt"]
-            st.sent += 1
+            st.begin(item, intended)
             raw = stream_request(http, st.chat_uri if chat else st.completions_uri, json.dumps(body).encode(), st.headers,
                                  chat=chat, timeout_s=st.request_timeout_s)
-            rec = build_record(item, raw, t0_ns=st.t0_ns, intended_abs_ns=intended, worker_index=st.worker_index)
+            rec = build_record(item, raw, t0_ns=st.t0_ns, intended_abs_ns=intended, worker_index=st.worker_index, secret=st.secret)
             st.add_record(rec)
             prev_end_ns = raw["ended_ns"]
             self.environment.events.request.fire(
                 request_type="POST", name="chat" if chat else "completions", response_time=rec["e2e_s"] * 1000.0,
                 response_length=raw["body_bytes"], context={},
-                exception=None if rec["error_class"] == "ok" else RuntimeError(f"{rec['error_class']}: {rec['error_detail'][:80]}"),
+                exception=None if rec["error_class"] == "ok" else RuntimeError(f"{rec['error_class']}: {(rec['error_detail'] or '')[:80]}"),
             )
 
 
+@events.init_command_line_parser.add_listener
+def _harness_arguments(parser, **_kw) -> None:
+    from workloads.locust_plugin import add_locust_arguments
+
+    add_locust_arguments(parser)
+
+
+@events.init.add_listener
+def _harness_init(environment, runner=None, **_kw) -> None:
+    """Plain `locust -f`: set up this process's side of the run (local, master or worker) from Locust's options."""
+    from workloads.locust_plugin import attach
+
+    attach(environment)
+
+
 if os.environ.get("HARNESS_LOAD_CONFIG"):
-    # `locust -f workloads/locustfile.py` with a config file: set up this process's state the same way
+    # a process given a ready load config (an external driver): set up its state the same way
     from workloads.loadstate import state_from_config_file
 
     state_from_config_file(os.environ["HARNESS_LOAD_CONFIG"])

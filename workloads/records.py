@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+ERROR_DETAIL_MAX_CHARS = 300  # stored error details are cut to this, after any secret in them was masked
+
 RECORD_COLUMNS = (
     "request_index", "session_id", "turn", "worker_index", "api", "intended_ns", "sent_ns", "first_byte_ns",
     "first_token_ns", "last_byte_ns", "chunk_ns", "status", "error_class", "error_detail", "prompt_tokens_target",
@@ -36,8 +38,20 @@ def _num(d: dict | None, key: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def build_record(item: dict[str, Any], raw: dict[str, Any], *, t0_ns: int, intended_abs_ns: int, worker_index: int) -> dict[str, Any]:
-    """Combine a workload row and stream_request's raw result into one record (times relative to t0)."""
+def mask_then_cut(text: str | None, secret: str | None, limit: int = ERROR_DETAIL_MAX_CHARS) -> str | None:
+    """Mask every occurrence of `secret` first, then cut to `limit` characters: cutting first could leave part
+    of a key that straddles the cut, which no later masking would recognise."""
+    if not text:
+        return text
+    if secret:
+        text = text.replace(secret, "***")
+    return text[:limit]
+
+
+def build_record(item: dict[str, Any], raw: dict[str, Any], *, t0_ns: int, intended_abs_ns: int, worker_index: int,
+                 secret: str | None = None) -> dict[str, Any]:
+    """Combine a workload row and stream_request's raw result into one record (times relative to t0).
+    `secret` (the API key) is masked in the error detail before it is cut."""
     p = raw["parse"]
     sent = raw["sent_ns"]
     chunks = p.content_ns if p is not None else []
@@ -66,7 +80,7 @@ def build_record(item: dict[str, Any], raw: dict[str, Any], *, t0_ns: int, inten
         "chunk_ns": [c - t0_ns for c in chunks],
         "status": raw["status"],
         "error_class": raw["error_class"],
-        "error_detail": raw["error_detail"],
+        "error_detail": mask_then_cut(raw["error_detail"], secret),
         "prompt_tokens_target": int(item["prompt_tokens_target"]),
         "max_tokens": int(item["max_tokens"]),
         "prompt_tokens_usage": p.prompt_tokens_usage if p is not None else None,
@@ -105,4 +119,15 @@ def missing_record(item: dict[str, Any], error_class: str, *, worker_index: int,
         "prompt_tokens_target": int(item["prompt_tokens_target"]), "max_tokens": int(item["max_tokens"]),
         "output_tokens_chunks": 0, "token_count_mismatch": False, "usage_missing": True, "body_bytes": 0,
     })
+    return rec
+
+
+def cancelled_record(item: dict[str, Any], *, t0_ns: int, intended_abs_ns: int, sent_abs_ns: int, cancelled_abs_ns: int,
+                     worker_index: int, detail: str) -> dict[str, Any]:
+    """A request that was in flight when the run was stopped (SIGINT/SIGTERM, Locust's stop, the run-time limit):
+    its intended and send instants are kept; e2e_s is the time from its send until it was cancelled."""
+    rec = missing_record(item, "cancelled", worker_index=worker_index, detail=detail)
+    rec.update({"intended_ns": intended_abs_ns - t0_ns, "sent_ns": sent_abs_ns - t0_ns, "last_byte_ns": None,
+                "e2e_s": (cancelled_abs_ns - sent_abs_ns) / 1e9, "e2e_from_intended_s": (cancelled_abs_ns - intended_abs_ns) / 1e9,
+                "schedule_lag_s": (sent_abs_ns - intended_abs_ns) / 1e9})
     return rec

@@ -19,7 +19,7 @@ import numpy as np
 
 from harness.errors import HarnessError
 
-KINDS = ("constant", "poisson", "gamma", "ramp", "burst", "trace")
+KINDS = ("constant", "poisson", "gamma", "ramp", "burst", "trace", "closed-loop")
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,17 @@ def trace(timestamps_s: Any, time_scale: float = 1.0, seed: int = 0) -> Schedule
         raise HarnessError("schedule trace has non-finite timestamps; fix the trace file.")
     t = np.sort(t - t.min()) * scale
     return Schedule("trace", t, seed, {"time_scale": scale, "duration_s": float(t[-1])})
+
+
+def closed_loop(count: int, duration_s: float, concurrency: int, seed: int = 0) -> Schedule:
+    """No schedule: `concurrency` users each send their next request when the previous one ended, for `duration_s`,
+    from a pool of `count` requests (all intended at t0; a request's intended instant is its actual send)."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise HarnessError(f"closed-loop pool size must be an integer >= 1, got {count!r}.")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise HarnessError(f"--concurrency must be an integer >= 1, got {concurrency!r}.")
+    dur = _num("duration_s", duration_s)
+    return Schedule("closed-loop", np.zeros(count), seed, {"duration_s": dur, "concurrency": concurrency})
 
 
 def make_schedule(kind: str, **params: Any) -> Schedule:

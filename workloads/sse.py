@@ -85,11 +85,11 @@ class SSEParser:
             obj = None
         if type(obj) is not dict:
             if self.malformed is None:
-                self.malformed = data[:120].decode("utf-8", "replace")
+                self.malformed = data[:1024].decode("utf-8", "replace")  # masked, then cut, in the record
             return
         choices = obj.get("choices")
         if choices is None and "error" in obj:
-            self.server_error = str(obj["error"])[:200]
+            self.server_error = str(obj["error"])[:4096]  # the record masks the API key, then cuts
             return
         if self.rid is None:
             self.rid = obj.get("id")

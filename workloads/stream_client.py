@@ -7,7 +7,8 @@ the events the read completed are then decoded (workloads.sse.SSEParser).
 Every outcome ends as a record with an error class: ok, http_error, connect, timeout, reset
 (connection closed mid-stream), protocol_error (broken HTTP framing), malformed_sse, early_done
 ([DONE] before any finish_reason), incomplete (body ended without [DONE]), server_error (an error
-event in the stream), client_error (a bug on our side, with its message).
+event in the stream), client_error (a bug on our side, with its message). The load run adds cancelled
+(in flight when the run was stopped), not_sent and lost (workloads.records).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from workloads.sse import SSEParser
 ERROR_CLASSES = ("ok", "http_error", "connect", "timeout", "reset", "protocol_error", "malformed_sse", "early_done",
                  "incomplete", "server_error", "client_error")
 READ_BLOCK_BYTES = 65536
+RAW_DETAIL_MAX_CHARS = 4096  # kept long here: the record masks the API key in it first, then cuts (workloads.records)
 
 
 def _discard(resp: Any) -> None:
@@ -58,7 +60,7 @@ def stream_request(http: Any, uri: str, payload: bytes, headers: dict[str, str],
         status = resp.status_code
         if status != 200:
             err = "http_error"
-            detail = bytes(resp.read())[:300].decode("utf-8", "replace")
+            detail = bytes(resp.read())[:RAW_DETAIL_MAX_CHARS].decode("utf-8", "replace")
         else:
             buf = resp._body_buffer
             if buf:
@@ -117,4 +119,4 @@ def stream_request(http: Any, uri: str, payload: bytes, headers: dict[str, str],
         elif parse.finish_reason is None:
             err, detail = "early_done", f"[DONE] after {len(parse.content_ns)} content events and no finish_reason"
     return {"sent_ns": sent, "first_byte_ns": first_byte, "last_byte_ns": end, "ended_ns": ended if err else end, "status": status,
-            "error_class": err or "ok", "error_detail": detail[:300], "parse": parse, "body_bytes": total}
+            "error_class": err or "ok", "error_detail": detail[:RAW_DETAIL_MAX_CHARS], "parse": parse, "body_bytes": total}

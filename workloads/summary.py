@@ -5,8 +5,15 @@ send falls in it are measured. Throughput counts content events (and completed r
 arrival falls in the window. Goodput counts, on the same basis as request throughput, completions in
 the window that succeeded and met every SLO given (TTFT and E2E from the intended send, TPOT);
 goodput_fraction is the share of measured requests that did. The run is invalid when the client fell behind
-its own schedule: p99 send lag above max_lag_p99_s, or fewer sends in the window than intended
-by more than max_send_shortfall.
+its own schedule (p99 send lag above max_lag_p99_s, or fewer sends in the window than intended by more
+than max_send_shortfall), when more than max_error_fraction of the sent requests failed, or when the
+window is empty.
+
+Two throughput headlines, labelled, side by side: `request_throughput_per_s` (steady state: completions
+inside the window ÷ the window) and `request_throughput_incl_drain_per_s` (vLLM `bench serve`'s
+definition: every successful completion ÷ the run's duration from t0 to the last completion, so the
+startup backlog and the drain are inside it). When no completion lands in the window, `window_note` says
+why instead of a bare 0.
 
 `summarise_run` summarises a stored run from its stored requests table (what the load process does at the
 end of a run, so a killed or imported run summarises the same way); `read_summary` reads the versioned
@@ -57,7 +64,16 @@ class LoadSummary:
     achieved_send_rate_per_s: float
     token_count_mismatches: int
     usage_missing: int
-    valid: bool
+    # vLLM bench serve's headline: successful completions / (t0 .. last completion), drain included
+    run_duration_s: float = 0.0
+    request_throughput_incl_drain_per_s: float = 0.0
+    output_tokens_incl_drain_per_s: float = 0.0
+    window_note: str | None = None  # why the windowed figures are empty, when they are
+    load_mode: str = "open-loop"  # or "closed-loop" (N users each sending when its previous request ended)
+    error_fraction: float = 0.0  # failed / sent (not_sent excluded)
+    # the client's prompt token count (tokenizer or words) against the server's usage count, on successful requests
+    prompt_tokens_client_vs_usage: dict[str, Any] | None = None
+    valid: bool = True
     invalid_reasons: list[str] = field(default_factory=list)
     # per-request cross-check against the engine's own timings (None when the engine streams none)
     engine_crosscheck: dict[str, Any] | None = None
@@ -71,6 +87,7 @@ def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOption
     o = options
     w0 = o.warmup_s
     w1 = max(w0, span_s - o.cooldown_s)
+    empty_window = w1 <= w0
     win = max(w1 - w0, 1e-9)
     n_total = int(len(df))
     intended = df["intended_ns"].to_numpy(dtype=float) / 1e9 if n_total else np.zeros(0)
@@ -116,15 +133,53 @@ def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOption
     n_intended = int(((intended >= w0) & (intended < w1)).sum())
     n_sent = int(((sent_s >= w0) & (sent_s < w1)).sum())
     reasons = []
-    if lag["p99"] is not None and lag["p99"] > o.max_lag_p99_s:
+    if empty_window:
+        reasons.append(f"the measurement window [{w0:g}, {span_s - o.cooldown_s:g}) s is empty: warm-up {o.warmup_s:g} s and "
+                       f"cool-down {o.cooldown_s:g} s leave nothing of the {span_s:g} s schedule")
+    n_tried = int((df["error_class"] != "not_sent").sum()) if n_total else 0
+    n_failed = int(((df["error_class"] != "ok") & (df["error_class"] != "not_sent")).sum()) if n_total else 0
+    err_frac = n_failed / n_tried if n_tried else 0.0
+    if n_tried and err_frac > o.max_error_fraction:
+        top = ", ".join(f"{k} {v}" for k, v in sorted(errors.items(), key=lambda kv: -kv[1]) if k not in ("ok", "not_sent"))
+        reasons.append(f"{n_failed} of {n_tried} sent requests failed ({err_frac:.0%}, above the {o.max_error_fraction:.0%} allowed): {top}")
+    if n_total and n_tried == 0:
+        reasons.append("no request was sent")
+    if o.closed_loop:
+        pass  # closed loop: no schedule to keep; the pool's unused rest is 'not_sent' by design
+    elif lag["p99"] is not None and lag["p99"] > o.max_lag_p99_s:
         reasons.append(f"p99 schedule lag {lag['p99'] * 1e3:.1f} ms exceeds {o.max_lag_p99_s * 1e3:.1f} ms: the client could not "
                        "keep its schedule (more workers, a lower rate or a higher --max-concurrency)")
-    if n_intended and n_sent < (1 - o.max_send_shortfall) * n_intended:
+    if not o.closed_loop and n_intended and n_sent < (1 - o.max_send_shortfall) * n_intended:
         reasons.append(f"sent {n_sent} of {n_intended} intended requests in the window (achieved {n_sent / win:.3g}/s vs "
                        f"{n_intended / win:.3g}/s intended)")
-    if "not_sent" in errors or "lost" in errors:
+    if (not o.closed_loop and "not_sent" in errors) or "lost" in errors:
         reasons.append(f"{errors.get('not_sent', 0)} requests never sent and {errors.get('lost', 0)} lost before the run ended")
+    # vLLM bench serve: completed / (start .. last completion); t0 is the first intended send
+    ok_all = df[is_ok] if n_total else df
+    duration = float(last[is_ok].max()) if n_total and is_ok.any() else 0.0
+    out_all = float(ok_all["output_tokens_usage"].fillna(ok_all["output_tokens_chunks"]).sum()) if len(ok_all) else 0.0
+    note = None
+    if not empty_window and not done_in.any():
+        if not is_ok.any():
+            note = "no request succeeded, so no throughput was measured"
+        else:
+            first_done = float(last[is_ok].min())
+            first_tok = df.loc[is_ok, "first_token_ns"].dropna() if "first_token_ns" in df.columns else []
+            ft = float(first_tok.min()) / 1e9 if len(first_tok) else first_done
+            note = (f"no request completed inside the window [{w0:g}, {w1:g}) s: the first completion came at {first_done:.1f} s "
+                    f"(first token at {ft:.1f} s), so the server was still working off its startup backlog; measure a longer "
+                    "run or move the window after the backlog (--warmup-s), and read the drain-inclusive figure meanwhile")
+    pt = None
+    if len(ok) and "prompt_tokens_usage" in ok.columns and "prompt_tokens_target" in ok.columns:
+        both = ok[["prompt_tokens_target", "prompt_tokens_usage"]].dropna()
+        if len(both):
+            d = (both["prompt_tokens_usage"].astype(float) - both["prompt_tokens_target"].astype(float))
+            pt = {"requests": int(len(both)), "differing": int((d != 0).sum()), "usage_minus_client_mean": float(d.mean()),
+                  "usage_minus_client_max_abs": float(d.abs().max())}
     return LoadSummary(
+        run_duration_s=duration, request_throughput_incl_drain_per_s=float(is_ok.sum()) / duration if duration > 0 else 0.0,
+        output_tokens_incl_drain_per_s=out_all / duration if duration > 0 else 0.0, window_note=note,
+        load_mode="closed-loop" if o.closed_loop else "open-loop", error_fraction=err_frac, prompt_tokens_client_vs_usage=pt,
         window_start_s=w0, window_end_s=w1, requests_total=n_total, requests_measured=int(len(measured)), requests_ok=int(len(ok)),
         errors_by_class=errors, request_throughput_per_s=float(done_in.sum()) / win, output_tokens_per_s=tokens_in / win,
         output_tokens_per_s_usage=float(usage_tokens) / win,

@@ -20,6 +20,7 @@ from harness.bench.workload import build_workload
 from harness.errors import HarnessError
 from workloads.config import LoadConfig, SummaryOptions, check_http_url
 from workloads.summary import read_summary
+from workloads.workload_spec import WorkloadSpec
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,15 @@ class BenchPdOptions:
     results_dir: str = "results"
     report_dir: str | None = "reports"
     command_line: list[str] = field(default_factory=list)
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)  # --input-tokens, --dataset, --trace, ... (workloads.workload_spec)
+    concurrency: int | None = None  # closed loop: N users, each sending when its previous request ended
+    num_requests: int | None = None  # closed loop: the pool of requests (default concurrency x 32, at most 4096)
+    remote_workers: int = 0  # Locust workers on other hosts that join this master (docs/loadgen.md)
+    master_bind_host: str = "127.0.0.1"
+    master_port: int = 0
+    preflight: bool = True  # GET /v1/models and one short request before the run
+    max_error_fraction: float = 0.5  # more failed requests than this share make the run invalid
+    run_group: dict[str, Any] | None = None  # set by a rate sweep: {"id", "index", "rates"}
 
     def __post_init__(self) -> None:
         if self.target_url is not None:
@@ -68,9 +78,30 @@ class BenchPdOptions:
             raise HarnessError(f"--api must be 'chat' or 'completions', got {self.api!r}.")
         if not (isinstance(self.time_scale, (int, float)) and 0 < self.time_scale <= 100):
             raise HarnessError(f"--time-scale must be in (0, 100] (wall seconds per simulated second), got {self.time_scale!r}.")
+        for name in ("warmup_s", "cooldown_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+                raise HarnessError(f"--{name.replace('_', '-')} must be a number of seconds >= 0, got {v!r}.")
+        if self.warmup_s + self.cooldown_s >= self.duration_s:
+            raise HarnessError(f"--warmup-s {self.warmup_s:g} + --cooldown-s {self.cooldown_s:g} leave no measurement window in a "
+                               f"--duration-s {self.duration_s:g} run; make the run longer or the warm-up shorter.")
+        if self.concurrency is not None:
+            if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or not 1 <= self.concurrency <= 100_000:
+                raise HarnessError(f"--concurrency must be an integer number of users in [1, 100000], got {self.concurrency!r}.")
+            if self.rate_per_s is not None:
+                raise HarnessError("--concurrency (closed loop) and --rate (open loop) exclude each other; give one.")
+        if self.num_requests is not None and (isinstance(self.num_requests, bool) or not isinstance(self.num_requests, int)
+                                              or not 1 <= self.num_requests <= 1_000_000):
+            raise HarnessError(f"--num-requests must be an integer in [1, 1000000], got {self.num_requests!r}.")
+        if not (isinstance(self.max_error_fraction, (int, float)) and 0 <= self.max_error_fraction < 1):
+            raise HarnessError(f"--max-error-fraction must be in [0, 1), got {self.max_error_fraction!r}.")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def load_mode(self) -> str:
+        return f"closed-loop ({self.concurrency} users)" if self.concurrency else "open-loop"
 
 
 @dataclass(frozen=True)
@@ -101,11 +132,11 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
 
     s = load_scenario(opts.scenario)
     workdir = Path(tempfile.mkdtemp(prefix="harness-bench-"))
-    artifact_path = build_workload(opts, s, workdir)
-    plan_path = workdir / "plan.json"
-    plan_path.write_text(json.dumps(as_json(plan(s, include_grid=False))))
     target = None
     try:
+        artifact_path = build_workload(opts, s, workdir)
+        plan_path = workdir / "plan.json"
+        plan_path.write_text(json.dumps(as_json(plan(s, include_grid=False))))
         if opts.target_url is None:
             from harness.target.process import start_target
 
@@ -130,23 +161,35 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
             engine = {"name": "external", "simulated": False, "url": url}
             model = opts.model_name or s.workload.model
             label = url
+        if opts.preflight:
+            from workloads.preflight import preflight
+
+            key_cfg = LoadConfig(target_url=url, artifact_path=str(artifact_path), run_id="preflight", api_key_env=opts.api_key_env)
+            preflight(url, model=opts.model_name or model, api=opts.api, api_key=key_cfg.api_key(),
+                      timeout_s=min(60.0, opts.request_timeout_s), extra_body={"ignore_eos": True})
         cfg = LoadConfig(
             target_url=url, artifact_path=str(artifact_path), run_id=new_run_id("bench-pd"), results_dir=opts.results_dir,
             model=opts.model_name or model, api_key_env=opts.api_key_env, workers=opts.workers,
-            max_concurrency=opts.max_concurrency, request_timeout_s=opts.request_timeout_s,
+            remote_workers=opts.remote_workers, master_bind_host=opts.master_bind_host, master_port=opts.master_port,
+            max_concurrency=opts.concurrency or opts.max_concurrency, request_timeout_s=opts.request_timeout_s,
             drain_timeout_s=opts.request_timeout_s + 10.0, scrape=scrape, fetch_emit_log=target is not None,
             extra_body={"ignore_eos": True}, plan_path=str(plan_path),
             summary=SummaryOptions(warmup_s=opts.warmup_s, cooldown_s=opts.cooldown_s, slo_ttft_s=opts.slo_ttft_s,
-                                   slo_tpot_s=opts.slo_tpot_s, slo_e2e_s=opts.slo_e2e_s),
+                                   slo_tpot_s=opts.slo_tpot_s, slo_e2e_s=opts.slo_e2e_s, max_error_fraction=opts.max_error_fraction),
             manifest_extra={"command_line": opts.command_line or list(sys.argv), "bench": "bench-pd", "scenario": s.name,
                             "scenario_path": opts.scenario, "options": {k: v for k, v in opts.to_dict().items() if k != "command_line"},
-                            "target": label, "time_scale": opts.time_scale if target is not None else None},
+                            "target": label, "time_scale": opts.time_scale if target is not None else None,
+                            "load_mode_label": opts.load_mode, **({"run_group": opts.run_group} if opts.run_group else {})},
             engine=engine,
         )
-        run_dir = run_load(cfg, workdir, progress=progress, timeout_s=opts.duration_s + cfg.drain_timeout_s + 120.0)
+        wait_s = cfg.worker_wait_s if opts.remote_workers else 0.0
+        run_dir = run_load(cfg, workdir, progress=progress, timeout_s=opts.duration_s + cfg.drain_timeout_s + 120.0 + wait_s)
     finally:
         if target is not None:
             target.stop()
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)  # the artifact was copied into the run directory
     run = Run(run_dir)
     paths: list[str] = []
     if opts.report_dir:

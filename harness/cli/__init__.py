@@ -39,6 +39,7 @@ VERBS: dict[str, str] = {
     "sweep": "harness.cli.sweep",
     "micro-llama-cpp": "harness.cli.micro_llama_cpp",
     "step-time": "harness.cli.step_time",
+    "export": "harness.cli.export",
 }
 
 

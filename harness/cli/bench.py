@@ -37,7 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--prefill-metrics-url", default=None, help="/metrics of the prefill pool of a PD deployment")
     a("--decode-metrics-url", default=None, help="/metrics of the decode pool of a PD deployment")
     a("--duration-s", type=_opt_float, default=60.0, help="schedule length in seconds (default 60)")
-    a("--rate", type=_opt_float, default=None, help="arrival rate, requests/s (default: the scenario's arrival_rate_per_s)")
+    a("--rate", type=lambda t: t.strip() or None, default=None, help="arrival rate in requests/s (default: the scenario's arrival_rate_per_s); a list 1,2,4,8 runs "
+                                   "a series into one run group; 'auto' searches the highest rate meeting the SLOs (docs/loadgen.md)")
+    a("--concurrency", type=int, default=None, help="closed loop: N users, each sending when its previous request ended (instead of --rate)")
+    a("--num-requests", type=int, default=None, help="closed loop: the pool of requests (default 32 per user, at most 4096)")
     a("--schedule", default="constant", choices=["constant", "poisson", "gamma"], help="arrival process (default constant, as the §9.6.1 fluid model; gamma: cv 2, bursty)")
     a("--mix", default="scenario", help="request mix: scenario, reasoning, prefix-6144, short-output, mix-1025-4097, multi-turn, startup-burst")
     a("--workload", default=None, help="replay this workload artifact (.parquet) instead of building one")
@@ -45,17 +48,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--api", default="chat", choices=["chat", "completions"])
     a("--model-name", default=None, help="model name to send (default: the scenario's model)")
     a("--api-key-env", default=None, help="NAME of the environment variable holding the API key (the key is never stored)")
-    a("--workers", type=int, default=0, help="Locust worker processes (0: one local process)")
+    a("--workers", type=int, default=0, help="Locust worker processes on this host (0: one local process)")
+    a("--remote-workers", type=int, default=0, help="Locust workers on other hosts to wait for (they run `locust -f "
+                                                     "workloads/locustfile.py --worker --master-host THIS_HOST --master-port P`)")
+    a("--master-bind-host", default="127.0.0.1", help="address the Locust master binds (0.0.0.0 or this host's address for remote workers)")
+    a("--master-port", type=int, default=0, help="the Locust master's port (default: a free one; fix it for remote workers)")
     a("--max-concurrency", type=int, default=512, help="cap on requests in flight (a cap, not the pacing)")
     a("--request-timeout-s", type=float, default=120.0)
     a("--time-scale", type=float, default=1.0, help="embedded target: wall seconds per simulated second")
     a("--startup-s", type=float, default=None, help="embedded target: simulated startup (default: the scenario's startup_s)")
     a("--allocation", default="best", help="embedded target: 'best' or a reference allocation of the scenario")
-    a("--warmup-s", type=float, default=0.0, help="exclude requests intended before this (default 0: the startup is the point)")
+    a("--warmup-s", type=_opt_float, default=0.0, help="exclude requests intended before this (default 0: the startup is the point; make bench-pd uses 30)")
     a("--cooldown-s", type=float, default=0.0)
     a("--slo-ttft-s", type=float, default=5.0)
     a("--slo-tpot-s", type=float, default=0.05)
     a("--slo-e2e-s", type=float, default=None)
+    a("--max-error-fraction", type=float, default=0.5, help="a run where more than this share of requests failed is INVALID (exit 1)")
+    a("--no-preflight", action="store_true", help="skip the pre-flight check (GET /v1/models and one short request)")
+    a("--slo-attainment", type=float, default=0.9, help="--rate auto: share of requests that must meet every SLO (default 0.9)")
+    a("--auto-start", type=float, default=None, help="--rate auto: first rate (default: the scenario's)")
+    a("--auto-max-steps", type=int, default=8, help="--rate auto: at most this many runs (default 8)")
+    from workloads.workload_spec import add_workload_arguments
+
+    add_workload_arguments(parser)
     a("--out", default="results", help="results directory (default results/)")
     a("--report-dir", default="reports", help="reports directory (default reports/); '' to skip the report")
     a("--json", action="store_true", help="print the result as JSON")
@@ -63,37 +78,87 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Exit 0: a valid run; 1: an invalid run (stored, reasons printed), or a user error; 130: interrupted (what was
+    measured is stored). A rate series exits 1 when any of its runs is invalid."""
     from harness.bench.pd import BenchPdOptions, bench_pd
     from harness.bench.progress import SIMULATED_NOTE, LoadProgress
+    from harness.bench.rates import parse_rate, run_series, search_rate, summary_lines, table_lines
+    from workloads.workload_spec import spec_from_args
 
+    rate = parse_rate(args.rate)
     opts = BenchPdOptions(
         scenario=args.scenario, target_url=args.target or None, metrics_url=args.metrics_url or None,
         prefill_metrics_url=args.prefill_metrics_url or None, decode_metrics_url=args.decode_metrics_url or None,
-        duration_s=60.0 if args.duration_s is None else args.duration_s, rate_per_s=args.rate, schedule=args.schedule,
-        mix=args.mix, workload_path=args.workload, seed=args.seed, api=args.api, model_name=args.model_name,
+        duration_s=60.0 if args.duration_s is None else args.duration_s, rate_per_s=rate if isinstance(rate, float) else None,
+        schedule=args.schedule, mix=args.mix, workload_path=args.workload, seed=args.seed, api=args.api, model_name=args.model_name,
         api_key_env=args.api_key_env, workers=args.workers, max_concurrency=args.max_concurrency,
         request_timeout_s=args.request_timeout_s, time_scale=args.time_scale, startup_s=args.startup_s,
-        allocation=args.allocation, warmup_s=args.warmup_s, cooldown_s=args.cooldown_s, slo_ttft_s=args.slo_ttft_s,
+        allocation=args.allocation, warmup_s=args.warmup_s or 0.0, cooldown_s=args.cooldown_s, slo_ttft_s=args.slo_ttft_s,
         slo_tpot_s=args.slo_tpot_s, slo_e2e_s=args.slo_e2e_s, results_dir=args.out, report_dir=args.report_dir or None,
-        command_line=list(sys.argv),
+        command_line=list(sys.argv), workload=spec_from_args(args), concurrency=args.concurrency, num_requests=args.num_requests,
+        remote_workers=args.remote_workers, master_bind_host=args.master_bind_host, master_port=args.master_port,
+        preflight=not args.no_preflight, max_error_fraction=args.max_error_fraction,
     )
-    res = bench_pd(opts, progress=None if args.quiet or args.json else LoadProgress())
+    def progress() -> LoadProgress | None:  # one display per run
+        return None if args.quiet or args.json else LoadProgress()
+
+    if isinstance(rate, list) or rate == "auto":
+        if opts.concurrency:
+            from harness.errors import HarnessError
+
+            raise HarnessError("--concurrency runs closed loop; a rate series or search needs open loop (drop --concurrency).")
+        run_one = lambda o: bench_pd(o, progress=progress())  # noqa: E731
+        if rate == "auto":
+            from harness.specs.scenario import load_scenario
+
+            start = args.auto_start or load_scenario(opts.scenario).workload.arrival_rate_per_s or 1.0
+            res = search_rate(opts, run_one, start_per_s=start, slo_attainment=args.slo_attainment, max_steps=args.auto_max_steps)
+        else:
+            res = run_series(opts, rate, run_one, slo_attainment=args.slo_attainment)
+        if args.json:
+            print_json(res.to_dict())
+        else:
+            print("\n".join([*summary_lines(res), *table_lines(res), *(f"report: {p}" for p in res.report_paths)]))
+        bad = [p for p in res.points if not p.valid]
+        if bad and res.mode == "series":
+            print(f"error: {len(bad)} of {len(res.points)} runs are INVALID (rates {', '.join(f'{p.rate_per_s:g}' for p in bad)}); "
+                  "their reasons are in the table's runs", file=sys.stderr)
+        if not args.json and opts.target_url is None:
+            print(SIMULATED_NOTE)  # the last line: a simulated figure says it is simulated
+        return 1 if bad and res.mode == "series" else 0
+    res = bench_pd(opts, progress=progress())
     if args.json:
         print_json(res.to_dict())
-        return 0
-    s = res.summary
+        return 0 if res.valid else 1
     print(f"target: {res.target}")
     print(f"run: {res.run_dir}")
     for p in res.report_paths:
         print(f"report: {p}")
-    print(f"throughput {s['request_throughput_per_s']:.3f} req/s, {s['output_tokens_per_s']:.0f} output tokens/s; "
-          f"TTFT p50 {_ms(s['ttft_s']['p50'])} p99 {_ms(s['ttft_s']['p99'])}; TPOT p50 {_ms(s['tpot_s']['p50'])}; "
-          f"goodput {s['goodput_per_s'] if s['goodput_per_s'] is not None else float('nan'):.3f} req/s")
-    if not s["valid"]:
-        print("warning: the run is INVALID: " + "; ".join(s["invalid_reasons"]), file=sys.stderr)
+    for line in headline_lines(res.summary, opts.load_mode):
+        print(line)
+    if not res.valid:
+        print("error: the run is INVALID (it is stored; exit 1): " + "; ".join(res.summary["invalid_reasons"]), file=sys.stderr)
     if res.simulated:
         print(SIMULATED_NOTE)  # the last line: a simulated figure says it is simulated
+    if not res.valid:
+        return 1
     return 0
+
+
+def headline_lines(s: dict, mode: str) -> list[str]:
+    """The run's figures, each labelled with what it counts."""
+    lines = [f"load: {mode}; window [{s['window_start_s']:g}, {s['window_end_s']:g}) s of intended send time"]
+    if s.get("window_note"):
+        lines.append(f"steady state (window): nothing completed in the window: {s['window_note']}")
+    else:
+        lines.append(f"steady state (window): {s['request_throughput_per_s']:.3f} req/s, {s['output_tokens_per_s']:.0f} output tokens/s; "
+                     f"goodput {s['goodput_per_s'] if s['goodput_per_s'] is not None else float('nan'):.3f} req/s")
+    if s.get("run_duration_s"):
+        lines.append(f"incl. startup and drain (vLLM bench serve's definition): {s['request_throughput_incl_drain_per_s']:.3f} req/s, "
+                     f"{s['output_tokens_incl_drain_per_s']:.0f} output tokens/s over {s['run_duration_s']:.1f} s")
+    lines.append(f"latency: TTFT p50 {_ms(s['ttft_s']['p50'])} p90 {_ms(s['ttft_s']['p90'])} p99 {_ms(s['ttft_s']['p99'])}; "
+                 f"TPOT p50 {_ms(s['tpot_s']['p50'])} (a p99 needs ≥ 1000 requests to be stable; {s['requests_ok']} succeeded in the window)")
+    return lines
 
 
 _ms = fmt_ms

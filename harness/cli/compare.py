@@ -102,14 +102,9 @@ def main(args: argparse.Namespace) -> int:
     return finish(compare_runs(args.runs, opts), args, gates)
 
 
-def _v(x: float, unit: str) -> str:
-    from harness.report.compare import fmt_value
-
-    return fmt_value(x, unit)
-
-
 def render_text(cmp: Any, outcomes: list, report: str | None) -> str:
-    from harness.report.compare import fmt_pct
+    from harness.compare.runs import options_diff
+    from harness.report.compare import fmt_pair, fmt_pct
 
     lines = []
     for p in cmp.pairs:
@@ -119,11 +114,17 @@ def render_text(cmp: Any, outcomes: list, report: str | None) -> str:
                 lines.append(f"  note {r.run_id}: {n}")
         for reason in p.forced_reasons:
             lines.append(f"  FORCED: {reason}")
+        diff = options_diff(p.baseline.options, p.candidate.options)
+        for k, a, b in diff:
+            lines.append(f"  option {k}: A {a} | B {b}")
+        if not diff:
+            lines.append("  options: the same in both runs")
         lines.append(f"  {'metric':46s} {'A':>12s} {'B':>12s} {'δ':>9s} {'interval':>21s} {'p':>8s}  verdict")
         for m in p.metrics:
             d = m.delta
             p_txt = "—" if m.rank is None else f"{m.rank.p_value:.2g}"
-            lines.append(f"  {m.metric[:46]:46s} {_v(d.a_value, m.unit):>12s} {_v(d.b_value, m.unit):>12s} "
+            va, vb = fmt_pair(d.a_value, d.b_value, m.unit)
+            lines.append(f"  {m.metric[:46]:46s} {va:>12s} {vb:>12s} "
                          f"{fmt_pct(d.delta_rel):>9s} {'[' + fmt_pct(d.ci_low_rel) + ', ' + fmt_pct(d.ci_high_rel) + ']':>21s} "
                          f"{p_txt:>8s}  {m.verdict}")
         c = p.counts()

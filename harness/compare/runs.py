@@ -62,6 +62,7 @@ class RunData:
     metrics: dict[str, Metric]
     summary: dict[str, Any] = field(default_factory=dict)  # the run's own summary (load) or case rows (micro)
     notes: tuple[str, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict)  # flat option -> value, for "how the runs differ"
 
     def family(self, name: str) -> np.ndarray | None:
         for m in self.metrics.values():
@@ -72,7 +73,48 @@ class RunData:
     def info(self) -> dict[str, Any]:
         return {"path": self.path, "run_id": self.run_id, "kind": self.kind, "label": self.label,
                 "workload_hash": self.workload_hash, "workload_name": self.workload_name, "scenario": self.scenario,
-                "engine": self.engine, "created_unix_s": self.created_unix_s, "notes": list(self.notes)}
+                "engine": self.engine, "created_unix_s": self.created_unix_s, "notes": list(self.notes), "options": self.options}
+
+
+# manifest keys that describe how a run was made (not what it measured); `options` is flattened into options.*
+_OPTION_KEYS = ("bench", "target", "scenario", "workers", "remote_workers", "load_mode", "max_concurrency", "request_timeout_s",
+                "time_scale", "api_key_sent")
+_NOT_OPTIONS = {"command_line", "results_dir", "report_dir", "run_id"}
+
+
+def _flat(prefix: str, v: Any, out: dict[str, Any]) -> None:
+    if isinstance(v, dict):
+        for k, x in v.items():
+            _flat(f"{prefix}.{k}" if prefix else str(k), x, out)
+    elif isinstance(v, (list, tuple)):
+        out[prefix] = ", ".join(map(str, v))
+    else:
+        out[prefix] = v
+
+
+def run_options(manifest: Any, summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The options a run was made with, flattened (`options.rate_per_s`, `engine.version`, `slo.ttft_s` ...)."""
+    extra = manifest.extra or {}
+    out: dict[str, Any] = {}
+    for k in _OPTION_KEYS:
+        if k in extra:
+            out[k] = extra[k]
+    opts = {k: v for k, v in (extra.get("options") or {}).items() if k not in _NOT_OPTIONS}
+    _flat("options", opts, out)
+    wl = extra.get("workload") or {}
+    for k in ("name", "requests", "sessions", "content_hash", "mix", "seed", "tokenizer"):
+        if k in wl:
+            out[f"workload.{k}"] = wl[k]
+    _flat("engine", {k: v for k, v in (manifest.engine or {}).items() if not isinstance(v, (dict, list))}, out)
+    if summary:
+        _flat("slo", summary.get("slo") or {}, out)
+        out["window"] = f"[{summary.get('window_start_s')}, {summary.get('window_end_s')}) s" if "window_start_s" in summary else None
+    return out
+
+
+def options_diff(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(option, A's value, B's value) for every option that differs, in a stable order."""
+    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 
 
 def run_label(manifest: Any) -> str:
@@ -181,7 +223,7 @@ def _load(run: Any) -> RunData:
         path=str(run.path), run_id=m.run_id, kind="load", label=run_label(m), workload_hash=wl.get("content_hash"),
         workload_name=wl.get("name"), scenario=(m.extra or {}).get("scenario"), engine=dict(m.engine or {}),
         created_unix_s=float(m.created_unix_s), metrics=metrics,
-        summary={**load, "window_s": win, "requests_total": n}, notes=tuple(notes),
+        summary={**load, "window_s": win, "requests_total": n}, notes=tuple(notes), options=run_options(m, load),
     )
 
 
@@ -223,4 +265,5 @@ def _micro(run: Any) -> RunData:
         scenario=",".join(suites) + (" (quick)" if (m.extra or {}).get("quick") else "") if suites else None,
         engine={"torch": m.torch_version, "gpu": m.gpu_name, "driver": m.gpu_driver, "cpu": m.cpu_model},
         created_unix_s=float(m.created_unix_s), metrics=metrics, summary={"cases": rows}, notes=tuple(notes),
+        options=run_options(m),
     )

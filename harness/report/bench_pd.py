@@ -214,9 +214,14 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
     terr = _timing_error(req, emits) if simulated else None
     drain_pd = facts.get("drain", {}).get("pd", {})
     rows: list[tuple[str, str, str]] = [
-        ("request throughput", f"{summary['request_throughput_per_s']:.3f} req/s",
+        ("request throughput, steady state (window)",
+         (f"{summary['request_throughput_per_s']:.3f} req/s" if not summary.get("window_note")
+          else f"none completed in the window: {summary['window_note']}"),
          f"μ_PD {_num(facts.get('pd_requests_per_s'))} req/s ({facts.get('pd_bound', '—')}-bound); arrival {_num(facts.get('arrival_rate_per_s'))} req/s; "
          f"colocated {_num(facts.get('colocated_requests_per_s'))}, chunked {_num(facts.get('chunked_requests_per_s'))}"),
+        ("request throughput incl. startup and drain (vLLM bench serve)",
+         f"{summary.get('request_throughput_incl_drain_per_s', math.nan):.3f} req/s over {summary.get('run_duration_s', math.nan):.1f} s",
+         "every successful completion ÷ (t0 … last completion)"),
         ("output tokens/s", f"{summary['output_tokens_per_s']:.0f}",
          f"{_num((facts.get('pd_requests_per_s') or math.nan) * (facts.get('output_tokens') or math.nan), '.0f')} at μ_PD"),
         ("TTFT p50 / p99", f"{_ms(summary['ttft_s']['p50'])} / {_ms(summary['ttft_s']['p99'])}",
@@ -253,6 +258,7 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
         rows.append(("client TTFT timing error vs target emit log", f"p50 {_ms(terr['p50_s'])}, p99 {_ms(terr['p99_s'])}, max {_ms(terr['max_s'])}",
                      f"{terr['count']} requests matched by response id"))
     validity = "VALID" if summary["valid"] else "INVALID: " + "; ".join(summary["invalid_reasons"])
+    validity = f"{summary.get('load_mode', 'open-loop')} · {validity}"  # closed-loop runs say so wherever they are shown
     banner = ("SIMULATED: the target is the harness's embedded emulator (harness.target); its timings come from the "
               "Chapter 9 model, not from a GPU.") if simulated else f"Target: {m.extra.get('target_url', 'external')}"
     title = f"bench-pd — {m.extra.get('scenario', '')} — {m.run_id}"

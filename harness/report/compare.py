@@ -39,10 +39,43 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def fmt_value(x: float, unit: str) -> str:
-    if unit == "s" and not is_missing(x):
-        return fmt_ms(x, 2) if x < 10 else fmt_num(x, ".2f", suffix=" s")
-    return fmt_si(x, unit, nd_unprefixed=4)
+def _scale(ref: float, unit: str) -> tuple[float, str]:
+    """One scale for a row: chosen from its largest finite value, so A and B are shown in the same unit."""
+    if unit == "s":
+        return (1e-3, "ms") if ref < 10 else (1.0, "s")
+    for f, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if ref >= f:
+            return f, p + unit
+    return 1.0, unit
+
+
+def fmt_value(x: float, unit: str, ref: float | None = None) -> str:
+    """`x` in `unit`, scaled by `ref` (default |x|): pass the row's largest value to keep one unit per row."""
+    if is_missing(x):
+        return fmt_num(x)
+    f, u = _scale(abs(x) if is_missing(ref) else abs(ref), unit)  # type: ignore[arg-type]
+    return fmt_num(x / f, ".2f" if unit == "s" else ".4g" if f == 1.0 else ".3g", suffix=f" {u}")
+
+
+def fmt_pair(a: float, b: float, unit: str) -> tuple[str, str]:
+    """A and B of one row in one unit."""
+    ref = max((abs(v) for v in (a, b) if not is_missing(v)), default=None)
+    return fmt_value(a, unit, ref), fmt_value(b, unit, ref)
+
+
+def options_table(p: Any) -> Any:
+    """How the two runs' options differ (one option per row), or None when they do not."""
+    from harness.compare.runs import options_diff
+
+    diff = options_diff(p.baseline.options, p.candidate.options)
+    if not diff:
+        return None
+    return Table(["option", "A", "B"], [[k, _opt(a), _opt(b)] for k, a, b in diff],
+                 "Options recorded in each run's manifest that differ; everything not listed was the same.")
+
+
+def _opt(v: Any) -> str:
+    return "—" if v is None else str(v)
 
 
 def fmt_pct(x: float) -> str:
@@ -163,12 +196,14 @@ def render_comparison(cmp: Any, out_dir: str | Path, gates: Sequence[Any] = (), 
         sec = page.section(f"Comparison {i}: {p.candidate.label} (B) vs {p.baseline.label} (A)")
         sec.items.append(f"A = {p.baseline.run_id}, B = {p.candidate.run_id}. Verdicts: "
                          + ", ".join(f"{k}: {v}" for k, v in sorted(p.counts().items())) + ".")
+        ot = options_table(p)
+        sec.items.append(ot if ot is not None else "The two runs were made with the same recorded options.")
         if p.forced_reasons:
             sec.items.append("FORCED comparison of different workloads (--force): " + "; ".join(p.forced_reasons) + ".")
         rows = []
         for m in p.metrics:
             d = m.delta
-            rows.append([m.metric, fmt_value(d.a_value, m.unit), fmt_value(d.b_value, m.unit), fmt_pct(d.delta_rel),
+            rows.append([m.metric, *fmt_pair(d.a_value, d.b_value, m.unit), fmt_pct(d.delta_rel),
                          f"[{fmt_pct(d.ci_low_rel)}, {fmt_pct(d.ci_high_rel)}]",
                          "—" if m.rank is None else f"{m.rank.p_value:.3g}", f"{d.n_a} / {d.n_b}",
                          VERDICT_MARK[m.verdict] + (f" ({m.note})" if m.note else "")])

@@ -47,7 +47,7 @@ def test_short_run_against_the_embedded_target(capsys, tmp_path, request):
     html, md = (Path(p) for p in res["report_paths"])
     text = html.read_text()
     assert "SIMULATED" in text and text.count("data:image/png;base64,") == 4
-    assert "| request throughput |" in md.read_text() and "SIMULATED" in md.read_text()
+    assert "| request throughput, steady state (window) |" in md.read_text() and "SIMULATED" in md.read_text()
 
 
 def test_empty_make_variables_mean_not_given():

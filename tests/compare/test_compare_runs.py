@@ -125,3 +125,24 @@ def test_interval_coverage_of_a_known_shift_over_seeds(tmp_path):
         hits += m.delta.ci_low_rel <= 0.2 <= m.delta.ci_high_rel
     assert hits >= 8
     assert np.isfinite(m.delta.delta_rel)
+
+
+def test_options_that_differ_are_listed_one_per_row(tmp_path):
+    import dataclasses
+
+    from harness.cli.compare import render_text
+    from harness.compare.synthetic import SyntheticLoad, write_synthetic_load_run
+    from harness.report.compare import fmt_pair
+
+    base = SyntheticLoad()
+    a = write_synthetic_load_run(tmp_path, base, seed=1, run_id="opt-a")
+    b = write_synthetic_load_run(tmp_path, dataclasses.replace(base, engine_version="1.1", slo_ttft_s=0.8), seed=2, run_id="opt-b")
+    cmp = compare_runs([a, b], CompareOptions(n_boot=200))
+    text = render_text(cmp, [], None)
+    assert "option engine.version: A 1.0 | B 1.1" in text and "option slo.ttft_s: A 0.5 | B 0.8" in text
+    a2 = write_synthetic_load_run(tmp_path, base, seed=3, run_id="opt-a2")
+    same = compare_runs([a, a2], CompareOptions(n_boot=200))
+    assert "options: the same in both runs" in render_text(same, [], None)
+    # one unit per row: 9.5 s and 10.2 s are both shown in seconds, not "9500.00 ms" next to "10.20 s"
+    assert fmt_pair(9.5, 10.2, "s") == ("9.50 s", "10.20 s") and fmt_pair(0.0095, 0.0102, "s") == ("9.50 ms", "10.20 ms")
+    assert fmt_pair(950.0, 1200.0, "tokens/s") == ("0.95 ktokens/s", "1.2 ktokens/s")

@@ -136,3 +136,40 @@ def test_the_report_renders_a_run_killed_before_its_summary(tmp_path):
     assert "Note: no summary.json (run status complete): summarised from the stored requests table." in md
     # the synthetic manifest records no schedule, so the span falls back to the last intended send (window end exclusive)
     assert "Window 0.0–14.8 s · 60 requests (59 ok of 59 measured)" in md
+def test_drain_inclusive_throughput_next_to_the_window():
+    # 10 requests, 1 s apart, each taking 5 s: the window [0, 10) holds completions 5..9; the run ends at ~14.1 s
+    rows = [_rec(i, float(i), 4.9, 0.01) for i in range(10)]
+    s = summarise(pd.DataFrame(rows), span_s=10.0)
+    assert s.request_throughput_per_s == pytest.approx(5 / 10.0)
+    assert s.run_duration_s == pytest.approx(9 + 0.001 + 4.9 + 0.1, abs=1e-3)
+    assert s.request_throughput_incl_drain_per_s == pytest.approx(10 / s.run_duration_s)
+    assert s.window_note is None
+
+
+def test_nothing_completed_in_the_window_says_why():
+    rows = [_rec(i, i * 0.5, 20.0, 0.01) for i in range(10)]  # a startup backlog: the first token after 20 s
+    s = summarise(pd.DataFrame(rows), span_s=5.0)
+    assert s.request_throughput_per_s == 0.0 and "startup backlog" in s.window_note and "20.1 s" in s.window_note
+    assert s.request_throughput_incl_drain_per_s > 0
+
+
+def test_mostly_failed_run_is_invalid():
+    rows = [_rec(i, i * 0.1, 0.1, 0.01, cls="connect" if i % 4 else "ok") for i in range(20)]
+    s = summarise(pd.DataFrame(rows), span_s=2.0)
+    assert not s.valid and s.error_fraction == pytest.approx(0.75)
+    assert any("15 of 20 sent requests failed (75%" in r and "connect 15" in r for r in s.invalid_reasons)
+    ok = summarise(pd.DataFrame(rows[:8]), span_s=2.0, options=SummaryOptions(max_error_fraction=0.9))
+    assert not any("failed" in r for r in ok.invalid_reasons)
+
+
+def test_empty_window_is_invalid():
+    rows = [_rec(i, float(i), 0.1, 0.01) for i in range(2)]
+    s = summarise(pd.DataFrame(rows), span_s=2.0, options=SummaryOptions(warmup_s=100.0))
+    assert not s.valid and "window" in s.invalid_reasons[0] and "empty" in s.invalid_reasons[0]
+
+
+def test_closed_loop_ignores_the_unused_pool():
+    rows = [_rec(i, i * 0.1, 0.1, 0.01) for i in range(5)]
+    rows += [{**_rec(5 + i, 0.0, 0.1, 0.01, cls="not_sent"), "intended_ns": None, "sent_ns": None, "chunk_ns": []} for i in range(5)]
+    s = summarise(pd.DataFrame(rows), span_s=1.0, options=SummaryOptions(closed_loop=True))
+    assert s.valid and s.load_mode == "closed-loop"

@@ -1,0 +1,330 @@
+"""The side of a load run that owns the run directory: records in, parts out, t0, the end of the run, the summary.
+
+Used by `python -m workloads.loadrun` (harness bench-pd) on its own Locust environment and by
+`locust -f workloads/locustfile.py` (local or --master) on Locust's. Records arrive from this process's
+users (LoadState) or from workers (workloads.distributed) and are appended in parts every couple of
+seconds by a low-priority writer process in its own session (harness.store_process: parquet encoding
+never holds this process's GIL, and a signal to the load's process group does not reach it). The run
+ends when every request has a record, at t0 + span + drain timeout, or when stopped; then in-flight
+requests are recorded as `cancelled`, unsent ones as `not_sent`, and missing ones as `lost`, so every
+request of the workload ends as exactly one record.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, replace
+from pathlib import Path
+from time import perf_counter_ns
+from typing import Any
+
+import gevent
+
+from harness.errors import HarnessError
+from workloads.clock import wall_ns
+from workloads.config import LoadConfig
+from workloads.records import mask_then_cut, missing_record
+
+FLUSH_EVERY_S = 2.0
+ARTIFACT_FILE = "workload-artifact.parquet"
+WORKER_SETUP_TIMEOUT_S = 60.0
+RECENT_TTFT_N = 1000  # the running TTFT p50 of the progress line is over the last this many successes
+
+
+def configure_user(cfg: LoadConfig) -> None:
+    from workloads.locustfile import OpenAIStreamUser
+
+    OpenAIStreamUser.host = cfg.target_url
+    OpenAIStreamUser.network_timeout = cfg.request_timeout_s
+    OpenAIStreamUser.connection_timeout = min(30.0, cfg.request_timeout_s)
+
+
+def _fetch_json(url: str, timeout_s: float = 30.0) -> Any:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=timeout_s) as r:  # noqa: S310 - the URL was checked to be http(s)
+        return json.loads(r.read())
+
+
+class Coordinator:
+    """Local or master side of one run. Call open(), attach(runner), begin(), then wait() and finish()."""
+
+    def __init__(self, cfg: LoadConfig):
+        from harness.records import new_manifest
+        from harness.store import RunWriter
+        from workloads.artifact import load_artifact
+
+        self.cfg = cfg
+        self.key = cfg.api_key()
+        self.artifact = load_artifact(cfg.artifact_path)
+        self.items = {int(r["request_index"]): r for r in self.artifact.rows}
+        sched = self.artifact.meta.get("schedule", {})
+        self.closed_loop = sched.get("kind") == "closed-loop"
+        self.span_s = float(sched.get("span_s") or max((r["intended_s"] for r in self.artifact.rows if r["turn"] == 0), default=0.0))
+        extra = dict(cfg.manifest_extra)
+        command_line = extra.pop("command_line", None)
+        extra.update({"target_url": cfg.target_url, "workload": self.artifact.summary(), "workers": cfg.workers,
+                      "remote_workers": cfg.remote_workers, "load_mode": "closed-loop" if self.closed_loop else "open-loop",
+                      "max_concurrency": cfg.max_concurrency, "request_timeout_s": cfg.request_timeout_s,
+                      "api_key_env": cfg.api_key_env, "api_key_sent": bool(self.key), "summary_options": asdict(self._summary_options()),
+                      "clock": "times in ns since t0 on each process's perf_counter (CLOCK_MONOTONIC); "
+                               "t0 crosses hosts on the wall clock, corrected by clock_offsets"})
+        manifest = new_manifest("load", run_id=cfg.run_id, seeds={"workload": int(self.artifact.meta.get("seed", 0))},
+                                engine=cfg.engine, extra=extra, command_line=command_line)
+        self.writer = RunWriter(manifest, cfg.results_dir)
+        self.buffer: list[dict[str, Any]] = []
+        self.seen: set[int] = set()
+        self.t0_ns = 0
+        self.t0_unix_ns = 0
+        self.stop_requested: str | None = None
+        self.client_cpu_s = self.load_wall_s = 0.0
+        self.parts: Any = None
+        self.parts_report: dict[str, Any] = {}
+        self.errors = 0
+        self.cancelled = 0
+        self.recent_ttft_s: deque[float] = deque(maxlen=RECENT_TTFT_N)  # the progress line's running TTFT p50
+        self.state: Any = None
+        self.master: Any = None
+        self.runner: Any = None
+        self.scraper: Any = None
+        self.clock_offsets: dict[str, Any] = {}
+        self._cpu0 = self._wall0 = 0.0
+        self.finished = False
+        self.summary: Any = None
+
+    # --- records in, parts out -----------------------------------------------------------------------------------
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        for r in rows:
+            i = int(r["request_index"])
+            if i in self.seen:
+                continue  # one record per request: a late result after its cancelled record is dropped
+            self.seen.add(i)
+            if r.get("error_detail") and self.key:
+                r["error_detail"] = mask_then_cut(r["error_detail"], self.key)
+            if r["error_class"] != "ok":
+                self.errors += 1
+            elif r.get("ttft_s") is not None:
+                self.recent_ttft_s.append(float(r["ttft_s"]))
+            if r["error_class"] == "cancelled":
+                self.cancelled += 1
+            self.buffer.append(r)
+
+    def append(self, table: str, rows: Any) -> None:
+        if self.parts is not None:
+            self.parts.append(table, rows)
+        else:
+            self.writer.append(table, rows)
+
+    def flush(self) -> None:
+        if self.buffer:
+            rows, self.buffer = self.buffer, []
+            self.append("requests", rows)
+
+    @property
+    def sent(self) -> int:
+        return self.state.sent if self.state is not None else (self.master.sent if self.master is not None else 0)
+
+    def progress(self) -> None:
+        if not self.cfg.progress:
+            return
+        ttft = sorted(self.recent_ttft_s)  # at most RECENT_TTFT_N values: ~0.1 ms once a second
+        print(json.dumps({"progress": {"t_s": round((perf_counter_ns() - self.t0_ns) / 1e9, 2), "span_s": self.span_s,
+                                       "sent": self.sent, "done": len(self.seen), "expected": len(self.items), "errors": self.errors,
+                                       "ttft_p50_s": ttft[len(ttft) // 2] if ttft else None, "ttft_n": len(ttft)}}),
+              flush=True)
+
+    # --- lifecycle ------------------------------------------------------------------------------------------------
+    def open(self) -> None:
+        from harness.store_process import AppendProcess
+
+        self.writer.append("workload", self.artifact.table_rows())
+        import shutil
+
+        # the artifact itself (prompts included), so `--workload RUN/workload-artifact.parquet` replays this run exactly
+        shutil.copyfile(self.cfg.artifact_path, self.writer.path / ARTIFACT_FILE)
+        if self.cfg.plan_path:
+            self.writer.write_json("plan.json", json.loads(Path(self.cfg.plan_path).read_text()))
+        self.parts = AppendProcess(self.writer)
+
+    def attach(self, runner: Any, state: Any = None) -> None:
+        """`state`: this process's LoadState (local runner); None for a master, whose workers get theirs by message."""
+        from workloads.distributed import MasterSide
+
+        self.runner = runner
+        self.state = state
+        if state is None:
+            self.master = MasterSide(runner, self.add)
+
+    def begin(self) -> None:
+        """Set up the workers (master), choose t0 and hand it out, start scraping. Call before the users spawn."""
+        from harness.telemetry.prometheus import Scraper
+
+        cfg = self.cfg
+        if self.master is not None:
+            self.clock_offsets = self.master.setup_workers(cfg.to_dict(), Path(cfg.artifact_path).read_bytes(), WORKER_SETUP_TIMEOUT_S)
+        self.t0_unix_ns = wall_ns() + int(cfg.t0_lead_s * 1e9)
+        self.t0_ns = perf_counter_ns() + (self.t0_unix_ns - wall_ns())
+        self.writer.update_manifest(extra={**self.writer.manifest.extra, "t0_unix_ns": self.t0_unix_ns,
+                                           "clock_offsets": self.clock_offsets})
+        if self.state is not None:
+            self.state.set_t0_ns(self.t0_ns)
+        else:
+            self.master.send_t0(self.t0_unix_ns)
+        self.scraper = Scraper(cfg.scrape, lambda rows: self.append("server_metrics", rows), cfg.scrape_interval_s,
+                               t0_fn=lambda: self.t0_ns / 1e9)
+        self.scraper.start()
+        self._cpu0, self._wall0 = time.process_time(), time.perf_counter()
+
+    def done(self) -> bool:
+        return len(self.seen) >= len(self.items)
+
+    def wait(self) -> None:
+        """Collect records until every request has one, the deadline passes, or a stop is requested."""
+        end_ns = self.t0_ns + int((self.span_s + self.cfg.drain_timeout_s) * 1e9)
+        last_flush = last_progress = time.monotonic()
+        while True:
+            if self.state is not None:
+                self.add(self.state.drain())
+            now = time.monotonic()
+            if now - last_flush >= FLUSH_EVERY_S:
+                self.flush()
+                last_flush = now
+            if now - last_progress >= 1.0:
+                self.progress()
+                last_progress = now
+            if self.done() or perf_counter_ns() >= end_ns or self.stop_requested:
+                break
+            gevent.sleep(0.1)
+        self.progress()
+
+    def cancel_in_flight(self, reason: str) -> list[int]:
+        """Record every request in flight as cancelled (here, or on every worker); returns workers that did not answer."""
+        if self.state is not None:
+            self.state.cancel_in_flight(f"cancelled: {reason}")
+            self.add(self.state.drain())
+            return []
+        if self.master is not None and self.master.ready:
+            return self.master.stop_workers(reason)
+        return []
+
+    def finish(self) -> Any:
+        """Write the records still missing, the summary and the manifest's end state; returns the LoadSummary."""
+        if self.finished:
+            return self.summary
+        self.finished = True
+        self.client_cpu_s, self.load_wall_s = time.process_time() - self._cpu0, time.perf_counter() - self._wall0
+        if not self.done():
+            silent = self.cancel_in_flight(self.stop_requested or "the run's deadline passed")
+            if silent:
+                self.writer.update_manifest(notes=[*self.writer.manifest.notes,
+                                                   f"workers {silent} sent no final records; their requests in flight are 'lost'"])
+        if self.scraper is not None:
+            self.scraper.stop()
+        if self.state is not None:
+            self.add(self.state.drain())
+            never_started = self.state.never_started()
+        else:
+            gevent.sleep(0.5)  # let the workers' last messages land
+            never_started = self._owned_by_answering_workers()
+        rows = []
+        for i in [i for i in self.items if i not in self.seen]:
+            cls = "not_sent" if i in never_started else "lost"
+            detail = ("its send time never came before the run ended" if cls == "not_sent"
+                      else "no result before the run ended (still in flight, or its worker died)")
+            rows.append(missing_record(self.items[i], cls, worker_index=-1, detail=detail))
+        self.add(rows)
+        self.flush()
+        self._close_parts()
+        self._fetch_emit_log()
+        from harness.store import Run
+        from workloads.summary import summarise_run, summary_document
+
+        opts = self._summary_options()
+        # from the stored table, not the records in memory: a killed or imported run summarises the same way
+        self.summary = summarise_run(Run(self.writer.path), options=opts, span_s=self.span_s)
+        writer_cpu_s = float(self.parts_report.get("writer_cpu_s", 0.0))
+        self.writer.write_json("summary.json", summary_document(
+            self.summary, span_s=self.span_s, options=opts,
+            load_mode="closed-loop" if self.closed_loop else "open-loop", stopped=self.stop_requested, cancelled=self.cancelled,
+            # client cost per token: CPU of this process (all users when workers == 0) while the load ran,
+            # plus the part writer process's CPU for encoding and writing the records (its start-up excluded)
+            client_process={"cpu_s": self.client_cpu_s + writer_cpu_s, "load_process_cpu_s": self.client_cpu_s,
+                            "part_writer_cpu_s": writer_cpu_s, "wall_s": self.load_wall_s, "workers": self.cfg.workers},
+        ))
+        return self.summary
+
+    def _summary_options(self) -> Any:
+        o = self.cfg.summary
+        return replace(o, closed_loop=True) if self.closed_loop and hasattr(o, "closed_loop") else o
+
+    def _owned_by_answering_workers(self) -> set[int]:
+        """Requests of workers that sent their final records: having cancelled what was in flight, any request of
+        theirs without a record was never started. A silent worker's requests stay 'lost'."""
+        from workloads.schedule import split_indices
+
+        if self.master is None or not self.master.ready:
+            return set()
+        sessions = self.artifact.sessions()
+        n = len(self.master.ready)
+        out: set[int] = set()
+        for w in self.master.final:
+            for k in split_indices(len(sessions), w, n):
+                out.update(int(r["request_index"]) for r in sessions[int(k)])
+        return out
+
+    def close(self, exc: BaseException | None = None) -> None:
+        """Close the run directory: complete, or failed with the reason (an interrupted run is 'failed: interrupted')."""
+        try:
+            self._close_parts()
+        except Exception:  # noqa: BLE001 - keep what was measured; the error that ended the run is the one to report
+            pass
+        if exc is None and self.stop_requested:
+            exc = KeyboardInterrupt(f"interrupted ({self.stop_requested}); {self.cancelled} requests in flight recorded as cancelled")
+        self.writer.__exit__(type(exc) if exc else None, exc, None)
+
+    def _close_parts(self) -> None:
+        if self.parts is None:
+            return
+        parts, self.parts = self.parts, None
+        self.parts_report = parts.close()
+        if self.parts_report.get("note"):
+            self.writer.update_manifest(notes=[*self.writer.manifest.notes, self.parts_report["note"]])
+
+    def _fetch_emit_log(self) -> None:
+        if not self.cfg.fetch_emit_log:
+            return
+        try:
+            log = _fetch_json(self.cfg.target_url + "/harness/emit_log", timeout_s=60.0)
+        except Exception as exc:  # noqa: BLE001 - the ground-truth log is optional
+            self.writer.update_manifest(notes=[*self.writer.manifest.notes, f"target emit log unavailable: {exc}"])
+            return
+        ids = log["request_ids"]
+        ri, ti, en, sn = log["request_index"], log["token_index"], log["emit_ns"], log["scheduled_ns"]
+        step = 500_000
+        for a in range(0, len(en), step):
+            b = a + step
+            self.writer.append("target_emits", _rows_df(ids, ri[a:b], ti[a:b], en[a:b], sn[a:b], self.t0_ns))
+
+    def kept_message(self) -> str:
+        """What an interrupted run kept, and how to look at it."""
+        return (f"interrupted: {len(self.seen)} of {len(self.items)} requests recorded ({self.cancelled} in flight recorded as "
+                f"cancelled) in {self.writer.path}; render it with `harness report {self.writer.path}`")
+
+
+def _rows_df(ids: list[str], ri: list[int], ti: list[int], en: list[int], sn: list[int], t0_ns: int) -> Any:
+    import numpy as np
+    import pandas as pd
+
+    return pd.DataFrame({
+        "response_id": np.asarray(ids, dtype=object)[np.asarray(ri, dtype=np.int64)] if ri else [],
+        "token_index": np.asarray(ti, dtype=np.int64),
+        "emit_ns": np.asarray(en, dtype=np.int64) - t0_ns,  # same host: the target's perf_counter is ours
+        "scheduled_ns": np.asarray(sn, dtype=np.int64) - t0_ns,
+    })
+
+
+def print_err(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
