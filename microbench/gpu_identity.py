@@ -1,7 +1,8 @@
 """Which GPU product a CUDA device is, and so which spec peaks it is judged against; refuse to guess.
 
 A device is matched by its exact product name as `torch.cuda.get_device_name()` (and `nvidia-smi`)
-print it, with the "NVIDIA " / "Tesla " vendor prefix removed, then cross-checked against what the
+print it (the table is harness/specs/device_names.py; the vendor prefix "NVIDIA " or, from older
+drivers, "Tesla " is not part of the match), then cross-checked against what the
 device reports: its multiprocessor count and its memory size. A name that is not in the table, or
 a device whose SM count or memory disagrees with its name (a MIG slice, a cut-down part, a new
 SKU under an old name), gets no spec: its MFU/MBU stay empty, with a reason naming the device and
@@ -29,26 +30,37 @@ VENDOR_PREFIXES = ("NVIDIA ", "Tesla ")
 @dataclass(frozen=True, slots=True)
 class GpuProduct:
     device_name: str  # as printed, without the vendor prefix: "H100 80GB HBM3"
-    spec: str | None  # harness/specs/gpus.py slug, None while the catalog has no entry
+    spec: str  # harness/specs/gpus.py name
     sm_count: int
     memory_gib: float  # marketed capacity, ~GiB
     form_factor: str  # "SXM" | "PCIe" | "NVL (PCIe)" | ...
 
 
-PRODUCTS: tuple[GpuProduct, ...] = (
-    GpuProduct("A100-SXM4-40GB", "a100-40gb-sxm", 108, 40, "SXM"),
-    GpuProduct("A100-SXM4-80GB", "a100-80gb-sxm", 108, 80, "SXM"),
-    GpuProduct("A100-PCIE-40GB", "a100-40gb-pcie", 108, 40, "PCIe"),
-    GpuProduct("A100 80GB PCIe", "a100-80gb-pcie", 108, 80, "PCIe"),
-    GpuProduct("H100 80GB HBM3", "h100-sxm", 132, 80, "SXM"),
-    GpuProduct("H100 PCIe", "h100-pcie", 114, 80, "PCIe"),
-    GpuProduct("H100 NVL", "h100-nvl", 132, 94, "NVL (PCIe)"),
-    GpuProduct("H200", "h200-sxm", 132, 141, "SXM"),
-    GpuProduct("H200 NVL", "h200-nvl", 132, 141, "NVL (PCIe)"),
-    GpuProduct("H20", "h20-96gb", 78, 96, "SXM"),
-    GpuProduct("B200", "b200", 148, 180, "SXM"),
-    GpuProduct("RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000", 188, 96, "PCIe"),
-)
+# what each catalog GPU must report (the name -> spec table itself is harness/specs/device_names.py)
+PRODUCT_FACTS: dict[str, tuple[int, float, str]] = {
+    "a100-40gb-sxm": (108, 40, "SXM"),
+    "a100-80gb-sxm": (108, 80, "SXM"),
+    "a100-40gb-pcie": (108, 40, "PCIe"),
+    "a100-80gb-pcie": (108, 80, "PCIe"),
+    "h100-sxm": (132, 80, "SXM"),
+    "h100-pcie": (114, 80, "PCIe"),
+    "h100-nvl": (132, 94, "NVL (PCIe)"),
+    "h200-sxm": (132, 141, "SXM"),
+    "h200-nvl": (132, 141, "NVL (PCIe)"),
+    "h20-96gb": (78, 96, "SXM"),
+    "b200": (148, 180, "SXM"),
+    "rtx-pro-6000": (188, 96, "PCIe"),
+}
+
+
+def _products() -> tuple[GpuProduct, ...]:
+    from harness.specs.device_names import DEVICE_NAME_TO_SPEC
+
+    out = []
+    for name, spec in DEVICE_NAME_TO_SPEC.items():
+        sm, mem, ff = PRODUCT_FACTS.get(spec, (0, 0.0, "?"))
+        out.append(GpuProduct(product_name(name), spec, sm, mem, ff))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +84,9 @@ def product_name(device_name: str) -> str:
 
 
 def find_product(device_name: str) -> GpuProduct | None:
-    """The table row whose name equals the device's product name exactly (case-insensitive), or None."""
+    """The product whose name equals the device's exactly (vendor prefix and case aside), or None."""
     want = product_name(device_name).lower()
-    return next((p for p in PRODUCTS if p.device_name.lower() == want), None)
+    return next((p for p in _products() if p.device_name.lower() == want), None)
 
 
 def _how_to_add(device_name: str, sm: int | None, mem: float | None) -> str:
@@ -85,8 +97,8 @@ def _how_to_add(device_name: str, sm: int | None, mem: float | None) -> str:
         seen.append(f"{mem / 2**30:.1f} GiB")
     seen_s = f" ({', '.join(seen)})" if seen else ""
     return (f"to judge it against a spec, add a GpuSpec with its datasheet peaks to harness/specs/gpus.py and a "
-            f"GpuProduct({product_name(device_name)!r}, <spec slug>, sm_count, memory_gib, form factor) row to "
-            f"microbench/gpu_identity.PRODUCTS{seen_s}")
+            f"line 'NVIDIA {product_name(device_name)}': '<spec name>' to harness/specs/device_names.py and its "
+            f"(sm_count, memory_gib, form factor) to microbench/gpu_identity.PRODUCT_FACTS{seen_s}")
 
 
 def identify(device_name: str, sm_count: int | None = None, memory_bytes: float | None = None) -> GpuIdentity:
@@ -109,7 +121,11 @@ def identify(device_name: str, sm_count: int | None = None, memory_bytes: float 
         return GpuIdentity(device_name, p, None,
                            f"GPU {device_name!r} does not look like a {p.device_name}: {'; '.join(problems)}; no spec peak is applied; "
                            + _how_to_add(device_name, sm_count, memory_bytes))
-    if p.spec is None or p.spec not in GPUS:
+    if p.spec not in PRODUCT_FACTS:
+        return GpuIdentity(device_name, p, None,
+                           f"GPU {device_name!r} maps to spec {p.spec!r}, but microbench/gpu_identity.PRODUCT_FACTS has no SM count "
+                           "and memory for it to check against; no spec peak is applied; " + _how_to_add(device_name, sm_count, memory_bytes))
+    if p.spec not in GPUS:
         return GpuIdentity(device_name, p, None,
                            f"GPU {device_name!r} is a {p.device_name} ({p.form_factor}) but harness/specs/gpus.py has no spec "
                            f"{p.spec!r}; no spec peak is applied; " + _how_to_add(device_name, sm_count, memory_bytes))

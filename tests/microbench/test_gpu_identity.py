@@ -4,7 +4,8 @@ import pytest
 
 from harness.specs.gpus import GPUS
 from microbench.backends import gpu_spec_for
-from microbench.gpu_identity import PRODUCTS, identify
+from harness.specs.device_names import DEVICE_FAMILY, DEVICE_NAME_TO_SPEC
+from microbench.gpu_identity import PRODUCT_FACTS, _products, identify
 
 MIB = 2**20
 
@@ -46,7 +47,7 @@ def test_unknown_device_is_refused_with_how_to_add_it():
     ident = identify("NVIDIA GeForce RTX 4090", 128, 24 * 2**30)
     assert ident.spec is None
     assert "NVIDIA GeForce RTX 4090" in ident.reason and "harness/specs/gpus.py" in ident.reason
-    assert "PRODUCTS" in ident.reason and "128 SMs" in ident.reason
+    assert "device_names.py" in ident.reason and "PRODUCT_FACTS" in ident.reason and "128 SMs" in ident.reason
 
 
 def test_mig_slice_or_wrong_sku_is_refused():
@@ -55,10 +56,10 @@ def test_mig_slice_or_wrong_sku_is_refused():
     assert identify("NVIDIA H100 80GB HBM3", 114, 81559 * MIB).spec is None  # SM count of a PCIe part
 
 
-def test_every_product_points_at_a_catalog_spec():
-    for p in PRODUCTS:
-        assert p.spec in GPUS, p
-        spec = GPUS[p.spec]
-        assert spec.hbm_capacity_bytes / 1e9 == pytest.approx(p.memory_gib, rel=0.05), p
-    names = [p.device_name.lower() for p in PRODUCTS]
+def test_every_named_device_has_a_spec_facts_and_a_family():
+    for name, spec in DEVICE_NAME_TO_SPEC.items():
+        assert spec in GPUS and spec in PRODUCT_FACTS and spec in DEVICE_FAMILY, name
+        assert GPUS[spec].hbm_capacity_bytes / 1e9 == pytest.approx(PRODUCT_FACTS[spec][1], rel=0.05), name
+    names = [p.device_name.lower() for p in _products()]
     assert len(names) == len(set(names))
+    assert {name for name, *_ in REAL if name.startswith("NVIDIA")} == set(DEVICE_NAME_TO_SPEC)  # the table above covers every entry
