@@ -1,7 +1,7 @@
 """Per-kernel breakdown of one step (torch.profiler / kineto), stored with the run as table `micro_kernels`.
 
-GPU: the step (a graph replay where the case was timed as one) runs `steps` times under the profiler
-with CUDA activity; every kernel event (device_type CUDA, CUPTI's own timing) is grouped by kernel
+GPU: the step runs `steps` times under the profiler with CUDA activity, launched eagerly (the same
+kernels a graph replay runs; the case's timing is the replay's); every kernel event (device_type CUDA, CUPTI's own timing) is grouped by kernel
 name: calls per step, device seconds per step, share of the step's summed kernel time. The sum of
 kernel times is not the step time: gaps between kernels (launch latency, host stalls) are the
 difference, recorded as `kernel_sum_over_step`. CPU: there are no kernels; the same table holds the
@@ -61,7 +61,7 @@ def profile_step(b: Any, fn: Callable[[], Any], steps: int = 3) -> list[KernelRo
     if b.is_cuda:
         from torch.autograd import DeviceType
 
-        evs = [(e.name, e.device_time_total / 1e6) for e in prof.events()  # microseconds
+        evs = [(e.name, e.time_range.elapsed_us() / 1e6) for e in prof.events()  # a kernel's own span, microseconds
                if getattr(e, "device_type", None) == DeviceType.CUDA]
         return aggregate(evs, steps, "cuda-kernel device time")
     evs = [(k.key, k.self_cpu_time_total / 1e6 / k.count) for k in prof.key_averages() for _ in range(k.count)
