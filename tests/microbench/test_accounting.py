@@ -6,7 +6,7 @@ import pytest
 from harness.model.forward import decode_step_work
 from harness.specs.models import get_model
 from microbench.comm import bandwidths, bus_factor, nccl_world
-from microbench.gemm import OUTPUT_DTYPE, gemm_l2_mode, gemm_work
+from microbench.gemm import OUTPUT_DTYPE, cpu_has_native_bf16, gemm_l2_mode, gemm_work
 from microbench.gpu_link import PcieLink, nvlink_peak, nvml_bus_id, sysfs_bus_id
 from microbench.kernel_profile import aggregate, table_rows
 from microbench.moe import CHAPTER_COUNTS, group_offsets, group_rows, grouped_work
@@ -127,3 +127,10 @@ def test_kernel_breakdown_aggregation():
     assert sum(r.share for r in rows) == pytest.approx(1.0)
     t = table_rows("decode:x", rows, step_s=3e-3)
     assert t[0]["kernel_sum_over_step"] == pytest.approx(sum(r.time_per_step_s for r in rows) / 3e-3)
+
+
+def test_native_bf16_detection():
+    assert cpu_has_native_bf16("flags\t: fpu sse avx2 avx512f avx512_bf16\n")
+    assert cpu_has_native_bf16("Features\t: fp asimd bf16\n")  # Arm
+    assert not cpu_has_native_bf16("flags\t: fpu sse avx2 fma\n")
+    assert cpu_has_native_bf16("")  # unknown: do not skip
