@@ -1,8 +1,11 @@
 """Compute backends a suite can run on (torch on CUDA or CPU, numpy on CPU), their peaks and caches.
 
 `detect_backends` returns what is present and, for what is not, a reason a suite records as a skip.
-Spec peaks: a CUDA device maps to harness/specs/gpus.py by its name; the CPU to the detected
-host spec (harness/specs/host.py).
+Spec peaks: a CUDA device maps to harness/specs/gpus.py by its exact product name, checked against
+its SM count and memory (microbench/gpu_identity.py; no guess from a similar name); the CPU to the
+detected host spec (harness/specs/host.py). GPU timing flushes the L2 before every timed call unless
+the case rotates its own buffers (`Backend.time(..., l2=...)`) and reads the device's clocks through
+NVML by its PCI bus id (microbench/gpu_link.py).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from microbench.timing import FULL, Measurement, TimingPolicy, time_cpu, time_cu
 
 L2_FLUSH_MIN_BYTES = 256 * 2**20  # triton.testing.do_bench zeroes 256 MB; never less than 2x the L2
 L2_MODES = ("flush", "rotated", "warm")
+
 
 def gpu_spec_for(device_name: str, sm_count: int | None = None, memory_bytes: float | None = None):
     """The catalog GpuSpec for a device's exact product name (checked against SM count and memory when given),
