@@ -124,6 +124,32 @@ class Backend:
         return None
 
 
+def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether the host CPU has bf16 matrix instructions (x86 avx512_bf16 / amx_bf16, Arm bf16); unknown counts as yes."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return True
+    flags = set()
+    for line in cpuinfo.splitlines():
+        if line.lower().startswith(("flags", "features")):
+            flags |= set(line.split(":", 1)[-1].split())
+    if not flags:
+        return True
+    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def quick_bf16_skip(b: "Backend", dtype: str) -> str | None:
+    """--quick only: the reason to skip a bf16 matmul on a CPU that has to emulate bf16, else None."""
+    if b.name == "torch" and not b.is_cuda and dtype == "bf16" and not cpu_has_native_bf16():
+        return ("this CPU has no native bf16 matrix instructions (no avx512_bf16 / amx_bf16 in /proc/cpuinfo): torch emulates "
+                "bf16 matmul, ~100x slower than fp32 at these shapes (a 32x4096x4096 product took ~40 s on such a machine); "
+                "--quick skips it, a full run measures it")
+    return None
+
+
 def _llc_bytes() -> float | None:
     best = None
     base = Path("/sys/devices/system/cpu/cpu0/cache")

@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 from harness.specs.models import ModelSpec, get_model
 from harness.units import dtype_bytes
-from microbench.backends import Backend
+from microbench.backends import Backend, quick_bf16_skip
 from microbench.case import Skip, Work
 from microbench.params import GemmParams
 from microbench.suite import Item, Planned, SuiteContext
@@ -108,23 +108,6 @@ def time_gemm(ctx: SuiteContext, b: Backend, case: str, m_rows: int, n: int, k: 
                                                           fast_accum=dtype == "fp8" or None, l2=l2).to_params(), work, m, cache_state=state)
 
 
-def cpu_has_native_bf16(cpuinfo: str | None = None) -> bool:
-    """Whether the host CPU has bf16 matrix instructions (x86 avx512_bf16 / amx_bf16, Arm bf16); unknown counts as yes."""
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo") as f:
-                cpuinfo = f.read()
-        except OSError:
-            return True
-    flags = set()
-    for line in cpuinfo.splitlines():
-        if line.lower().startswith(("flags", "features")):
-            flags |= set(line.split(":", 1)[-1].split())
-    if not flags:
-        return True
-    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
-
-
 def gemm_l2_mode(working_set_bytes: float, sets: int, cache_bytes: float | None) -> str:
     """"rotated" when the rotating input sets together exceed 2× the cache, else "flush" (before every call)."""
     if cache_bytes and working_set_bytes * sets >= 2 * cache_bytes:
@@ -146,10 +129,8 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
             shapes = ["o"] if ctx.quick else list(proj)
         for dtype in dtypes:
             why = b.supports(dtype)
-            if not why and ctx.quick and b.name == "torch" and not b.is_cuda and dtype == "bf16" and not cpu_has_native_bf16():
-                why = ("this CPU has no native bf16 matrix instructions (no avx512_bf16 / amx_bf16 in /proc/cpuinfo): torch emulates "
-                       "bf16 matmul, ~100x slower than fp32 at these shapes (a 32x4096x4096 product took ~40 s on such a machine); "
-                       "--quick skips it, a full run measures it")
+            if not why and ctx.quick:
+                why = quick_bf16_skip(b, dtype)
             if why:
                 yield Skip(NAME, f"{b.label}-{dtype}", why)
                 continue

@@ -25,7 +25,7 @@ from typing import Iterator
 
 from harness.specs.models import get_model
 from harness.units import MiB, dtype_bytes
-from microbench.backends import Backend
+from microbench.backends import Backend, quick_bf16_skip
 from microbench.case import Skip, Work
 from microbench.graph_step import time_step
 from microbench.params import CpuExpertParams, HostBandwidthParams
@@ -272,6 +272,10 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
         if b.is_cuda:
             continue
         for dtype in (("bf16", "fp32") if b.name == "torch" else ("fp32",)):
+            why = quick_bf16_skip(b, dtype) if ctx.quick else None
+            if why:
+                yield Skip(NAME, f"expert-cc-{b.label}-{dtype}", why)
+                continue
             for m_tok in ((1, 128) if ctx.quick else (1, 16, 64, 128, 512)):
                 yield Planned(NAME, f"expert-cc-m{m_tok}", lambda b=b, m_tok=m_tok, dtype=dtype: _expert_cc(ctx, b, m_tok, dtype))
         if b.name == "numpy":

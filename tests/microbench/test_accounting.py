@@ -6,7 +6,8 @@ import pytest
 from harness.model.forward import decode_step_work
 from harness.specs.models import get_model
 from microbench.comm import bandwidths, bus_factor, nccl_world
-from microbench.gemm import OUTPUT_DTYPE, cpu_has_native_bf16, gemm_l2_mode, gemm_work
+from microbench.backends import cpu_has_native_bf16
+from microbench.gemm import OUTPUT_DTYPE, gemm_l2_mode, gemm_work
 from microbench.gpu_link import PcieLink, nvlink_peak, nvml_bus_id, sysfs_bus_id
 from microbench.kernel_profile import aggregate, table_rows
 from microbench.moe import CHAPTER_COUNTS, group_offsets, group_rows, grouped_work
