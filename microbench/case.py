@@ -101,6 +101,7 @@ class CaseResult:
     cache_state: str = ""
     notes: tuple[str, ...] = field(default=())
     source: str = "harness"  # "harness" or the imported tool
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # extra rows stored with the run (e.g. micro_kernels)
 
     @property
     def case_id(self) -> str:
@@ -135,6 +136,8 @@ class CaseResult:
             "peak_source": self.peak.source, "timer": self.measurement.timer, "cache_state": self.cache_state,
             "unstable": bool(self.measurement.unstable), "valid": bool(d.valid),
             "flags_json": json.dumps(list(self.flags)), "source": self.source,
+            "sm_clock_hz": self.measurement.sm_clock_hz if self.measurement.sm_clock_hz is not None else nan,
+            "mem_clock_hz": self.measurement.mem_clock_hz if self.measurement.mem_clock_hz is not None else nan,
         }
 
     def sample_rows(self) -> list[dict[str, Any]]:

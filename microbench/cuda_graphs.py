@@ -37,10 +37,7 @@ CAPTURES = 3  # capture repetitions (each a fresh graph)
 
 def static_step(d: RandomDecoder, ids: Any, pos: Any, batch: int, context: int) -> Any:
     """A decode step whose inputs are given tensors (no host→device copy inside, so it can be captured)."""
-    x = d.embed[ids]
-    for li in range(d.m.n_layers):
-        x = d._layer(x, li, pos, batch, 1, context, causal=False)
-    return d._rms(x[:, -1], d.norm) @ d.head
+    return d.step(ids, pos, batch, context)
 
 
 def capture_cuda(torch: Any, fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -71,8 +68,7 @@ def run_batch(ctx: SuiteContext, b: Backend, m: ModelSpec, dtype: str, batch: in
     eb = dtype_bytes(dtype)
     w = decode_step_work(m, batch, context, eb, eb)
     work = Work(w.flops, w.bytes)
-    ids = t.randint(0, m.vocab_size, (batch, 1), device=b.device)
-    pos = t.tensor([context - 1], device=b.device)
+    ids, pos = d.inputs("decode", batch, context)
     captures: list[float] = []
     with t.inference_mode():
         eager = b.time(lambda: static_step(d, ids, pos, batch, context), ctx.policy, allow_graph=False)

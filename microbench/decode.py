@@ -9,6 +9,14 @@ Counted work is the analytical model's own (harness.model.forward.decode_step_wo
 Attention alone reads the KV only: bytes = B·C·kv_bytes_per_token; FLOPs = B·C·4·h_q·d_h·layers.
 GPU: Qwen3-8B in bf16; CPU: the tiny configuration in fp32 (its weights fit in a large LLC, which
 the case's cache_state says).
+
+Timing (microbench.graph_step): every step reads static inputs and is captured once into a CUDA
+graph and replayed, as engines run decode; the eager time and the launch overhead (eager − replay)
+are recorded beside it. The first batch's step is also profiled (torch.profiler / kineto) into the
+run's `micro_kernels` table: the per-kernel breakdown of one step.
+Attention kernels: one layer's decode attention through each SDPA backend forced by name
+(flash, memory-efficient, cuDNN, math), FlashAttention and FlashInfer where installed
+(microbench.attention); a backend that refuses the shape is a skip with torch's reason.
 """
 
 from __future__ import annotations
@@ -19,8 +27,11 @@ from harness.model.forward import attention_pair_flops, decode_step_work
 from harness.model.kv import kv_bytes_per_token
 from harness.specs.models import get_model
 from harness.units import dtype_bytes
+from microbench.attention import SDPA_BACKENDS, flash_attn_call, flashinfer_call, try_backend
 from microbench.backends import Backend
 from microbench.case import Skip, Work
+from microbench.graph_step import time_step
+from microbench.kernel_profile import profile_step, table_rows
 from microbench.params import DecodeParams
 from microbench.suite import Item, Planned, SuiteContext
 from microbench.transformer import TINY, RandomDecoder
@@ -57,16 +68,23 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
             return holder["d"]
 
         eb = dtype_bytes(dtype)
+        profile_batch = batches[0]
         for bs in batches:
             case = f"{m.name}-step-b{bs}-c{context}"
 
             def run_step(b=b, m=m, bs=bs, case=case, dtype=dtype, context=context, model=model):
                 d = model()
                 w = decode_step_work(m, bs, context, eb, eb)
-                meas = b.time(lambda: d.decode_step(bs, context), ctx.policy)
+                step = lambda: d.decode_step(bs, context)  # noqa: E731 - static inputs: no host→device copy per step
+                st = time_step(b, step, ctx.policy)
+                tables = {}
+                if bs == profile_batch:
+                    rows = profile_step(b, step)
+                    tables["micro_kernels"] = table_rows(f"{NAME}:{case}:{b.name}:{b.device}:{dtype}", rows, st.primary.stats.median_s)
                 return ctx.result(NAME, case, b, dtype, DecodeParams(model=m.name, kind="step", batch=bs, context_tokens=context,
-                                                                     weight_bytes=w.weight_bytes, kv_bytes=w.kv_read_bytes).to_params(),
-                                  Work(w.flops, w.bytes), meas, cache_state=_cache_note(b, w.bytes))
+                                                                     mode=st.graph_mode, weight_bytes=w.weight_bytes,
+                                                                     kv_bytes=w.kv_read_bytes, extra=st.params()).to_params(),
+                                  Work(w.flops, w.bytes), st.primary, cache_state=_cache_note(b, w.bytes), notes=st.notes, tables=tables)
 
             yield Planned(NAME, case, run_step)
         for bs in batches:
@@ -75,12 +93,64 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
             def run_attn(b=b, m=m, bs=bs, case=case, dtype=dtype, context=context, model=model):
                 d = model()
                 work = attention_work(m, bs, context, eb)
-                meas = b.time(lambda: d.attention_only(bs, context), ctx.policy)
+                st = time_step(b, lambda: d.attention_only(bs, context), ctx.policy)
                 return ctx.result(NAME, case, b, dtype, DecodeParams(model=m.name, kind="attention", batch=bs, context_tokens=context,
-                                                                     extra={"attention_only": True}).to_params(),
-                                  work, meas, cache_state=_cache_note(b, work.useful_bytes))
+                                                                     mode=st.graph_mode,
+                                                                     extra={"attention_only": True, "sdpa_backend": "torch's choice",
+                                                                            **st.params()}).to_params(),
+                                  work, st.primary, cache_state=_cache_note(b, work.useful_bytes), notes=st.notes)
 
             yield Planned(NAME, case, run_attn)
+        yield from _kernel_cases(ctx, b, m, dtype, batches, context, model)
+
+
+def _kernel_cases(ctx: SuiteContext, b: Backend, m, dtype: str, batches: list[int], context: int, model) -> Iterator[Item]:
+    """Decode attention of one layer through each SDPA backend, FlashAttention and FlashInfer (skips say why not)."""
+    eb = dtype_bytes(dtype)
+    bs = batches[-1] if ctx.quick else max(batches)
+    kinds = [("sdpa", be) for be in SDPA_BACKENDS] + [("flash_attn", None), ("flashinfer", None)]
+    for kind, be in kinds:
+        label = f"sdpa-{be.lower()}" if kind == "sdpa" else kind
+        for batch in ([1, bs] if kind != "flashinfer" and not (ctx.quick and not b.is_cuda) else [1]):
+            case = f"{m.name}-attention-layer-{label}-b{batch}-c{context}"
+
+            def run(b=b, batch=batch, case=case, kind=kind, be=be, label=label):
+                d = model()
+                t = b.module
+                q = t.randn((batch, m.n_heads, 1, m.head_dim), device=b.device, dtype=d.dtype)
+                k, v = d.k_cache[0][:batch, :, :context], d.v_cache[0][:batch, :, :context]
+                if kind == "sdpa":
+                    fn, why = try_backend(t, be, q, k, v)
+                elif kind == "flash_attn":
+                    fn, why = flash_attn_call(t, q, k, v)
+                else:
+                    fn, why = flashinfer_call(t, q, k, v)
+                if fn is None:
+                    raise _KernelSkip(why)
+                st = time_step(b, fn, ctx.policy)
+                work = Work(useful_flops=batch * context * attention_pair_flops(m, "decode"),
+                            useful_bytes=batch * context * kv_bytes_per_token(m, eb) / m.n_layers)
+                return ctx.result(NAME, case, b, dtype, {"model": m.name, "kind": "attention-kernel", "kernel": label,
+                                                         "sdpa_backend": be, "batch": batch, "context_tokens": context,
+                                                         "layers": 1, **st.params()},
+                                  work, st.primary, cache_state=_cache_note(b, work.useful_bytes), notes=st.notes)
+
+            yield Planned(NAME, case, _skippable(run, case))
+
+
+class _KernelSkip(Exception):
+    pass
+
+
+def _skippable(run, case: str):
+    """A planned case that turns an unavailable kernel into a recorded skip instead of an error."""
+    def go():
+        try:
+            return run()
+        except _KernelSkip as exc:
+            return Skip(NAME, case, str(exc))
+
+    return go
 
 
 def _cache_note(b: Backend, streamed_bytes: float) -> str:

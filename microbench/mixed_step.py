@@ -14,6 +14,8 @@ Counted work per case (the model's own accounting, harness.model.forward):
     bytes = weights once + B·C·kv/token (decode KV read) + c·kv/token (chunk KV write) + p·kv/token (prefix read)
 GPU: Qwen3-8B bf16, B = 32 at C = 2048 (quick) or 8704 (the chapter's mean context); CPU: the tiny
 configuration in fp32 (its weights sit in the last-level cache, so its "memory" time is a cache figure).
+Every step reads static inputs and is timed as a CUDA graph replay on the GPU (microbench.graph_step):
+eager launches would add a per-step host overhead that grows with c and bias the hinge.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from harness.specs.models import ModelSpec, get_model
 from harness.units import dtype_bytes
 from microbench.backends import Backend
 from microbench.case import CaseResult, Peak, Skip, Work
+from microbench.graph_step import time_step
 from microbench.suite import Item, Planned, SuiteContext
 from microbench.transformer import TINY, RandomDecoder
 
@@ -34,19 +37,30 @@ NAME = "mixed_step"
 DESCRIPTION = "decode step of batch B plus a prefill chunk of c tokens: step time vs c, hidden prefill tokens per step (§9.2.3, §19.11)"
 
 
+def mixed_inputs(d: RandomDecoder, batch: int, context: int, chunk: int, chunk_prefix: int = 0) -> tuple[Any, Any, Any]:
+    """Static (ids [B + c], decode position [1], chunk positions [c]) of one mixed step, made once per shape on the
+    device: the step then launches no host→device copy and can be captured into a CUDA graph."""
+    key = ("mixed", batch, context, chunk, chunk_prefix)
+    if key not in d._inputs:
+        t = d.t
+        ids = t.randint(0, d.m.vocab_size, (batch + chunk,), generator=d._gen, device=d.device)
+        pos_d = t.full((1,), context - 1, dtype=t.long, device=d.device)
+        pos_c = t.arange(chunk_prefix, chunk_prefix + chunk, device=d.device)
+        d._inputs[key] = (ids, pos_d, pos_c)
+    return d._inputs[key]
+
+
 def mixed_forward(d: RandomDecoder, batch: int, context: int, chunk: int, chunk_prefix: int = 0, mask: Any = None) -> Any:
     """One mixed step: B decode tokens (one per request, at `context` keys) and `chunk` prefill tokens of one
     more request (cache row B) after `chunk_prefix` already-prefilled tokens; logits for the B decode rows
-    and the chunk's last token."""
+    and the chunk's last token. Inputs are the static ones of `mixed_inputs`."""
     t, m = d.t, d.m
     F = t.nn.functional
     H, nh, nkv, hd = m.hidden_size, m.n_heads, m.n_kv_heads, m.head_dim
     p, c, B = chunk_prefix, chunk, batch
+    ids, pos_d, pos_c = mixed_inputs(d, batch, context, chunk, chunk_prefix)
     with t.inference_mode():
-        ids = t.randint(0, m.vocab_size, (B + c,), device=d.device)
         x = d.embed[ids]  # [B + c, H]: the flattened batch every linear layer sees once
-        pos_d = t.tensor([context - 1], device=d.device)
-        pos_c = t.arange(p, p + c, device=d.device)
         for li in range(m.n_layers):
             lw = d.layers[li]
             qkv = d._rms(x, lw["n1"]) @ lw["wqkv"]
@@ -120,10 +134,12 @@ def run_sweep(ctx: SuiteContext, b: Backend, m: ModelSpec, dtype: str, batch: in
     d = RandomDecoder(m, t, b.device, b.dtype_of(dtype), batch + 1, max(context, prefix + max(chunks)), ctx.seed)
     peak = b.peak(dtype)
     measured = []
+    timings = {}
     for c in chunks:
         mask = chunk_mask(t, b.device, c, prefix) if (c and prefix) else None
-        meas = b.time(lambda c=c, mask=mask: mixed_forward(d, batch, context, c, prefix, mask), ctx.policy)
-        measured.append((c, meas))
+        st = time_step(b, lambda c=c, mask=mask: mixed_forward(d, batch, context, c, prefix, mask), ctx.policy)
+        timings[c] = st
+        measured.append((c, st.primary))
     fit = fit_hinge([c for c, _ in measured], [mm.stats.median_s for _, mm in measured])
     h_model = model_hidden_tokens(m, batch, context, eb, peak)
     kv_tok = kv_bytes_per_token(m, eb)
@@ -134,10 +150,10 @@ def run_sweep(ctx: SuiteContext, b: Backend, m: ModelSpec, dtype: str, batch: in
             "kv_bytes_per_token": kv_tok, "chunks": chunks,
             "fit_base_step_s": fit.base_step_s, "fit_hidden_tokens": fit.hidden_tokens, "fit_per_token_s": fit.per_token_s,
             "fit_rms_residual_s": fit.rms_residual_s, "model_hidden_tokens": h_model,
-            "extra_s_over_decode": meas.stats.median_s - fit.base_step_s,
+            "extra_s_over_decode": meas.stats.median_s - fit.base_step_s, **timings[c].params(),
         }
         out.append(ctx.result(NAME, f"{m.name}-b{batch}-c{context}-chunk{c}", b, dtype, params,
-                              mixed_work(m, batch, context, c, prefix, eb), meas, peak))
+                              mixed_work(m, batch, context, c, prefix, eb), meas, peak, notes=timings[c].notes))
     del d
     return out
 

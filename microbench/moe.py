@@ -1,9 +1,11 @@
 """moe suite: grouped expert GEMMs under skewed routing, CPU expert throughput C_C, host memory bandwidth B_D.
 
 Grouped GEMMs (Chapter 9, §9.4.3): E local experts receive token counts c_e from a balanced, a
-power-law or a hot-expert distribution with the same total; the work is timed three ways:
-exact (each expert's c_e rows), padded to a tile (each non-empty expert padded to a multiple of
-`tile` rows, what a grouped kernel executes) and padded to the largest expert (one batched GEMM).
+power-law or a hot-expert distribution with the same total; the work is timed four ways:
+exact (each expert's c_e rows, one grouped kernel: torch._grouped_mm), padded to a tile (each
+non-empty expert padded to a multiple of `tile` rows, the same grouped kernel), padded to the
+largest expert (one batched GEMM, torch.bmm), and a Python loop of per-expert matmuls (labelled
+`baseline`: at T = 64 its time is launch overhead). On CUDA every mode is a captured graph replay.
 Useful FLOPs are the same, 2·Σc_e·3·H·I; padded FLOPs count the padded rows. The chapter's
 example [32,16,8,4,2,1,1,0]: 64 useful rows, 224 padded to a 32-row tile (3.5×), 256 padded to
 the maximum (4×).
@@ -23,8 +25,9 @@ from typing import Iterator
 
 from harness.specs.models import get_model
 from harness.units import MiB, dtype_bytes
-from microbench.backends import Backend
+from microbench.backends import Backend, quick_bf16_skip
 from microbench.case import Skip, Work
+from microbench.graph_step import time_step
 from microbench.params import CpuExpertParams, HostBandwidthParams
 from microbench.suite import Item, Planned, SuiteContext
 
@@ -66,47 +69,101 @@ def expert_params(hidden: int, inter: int) -> int:
     return 3 * hidden * inter
 
 
+GROUPED_MODES = ("exact", "tile", "max", "loop")
+
+
+def group_rows(counts: list[int] | tuple[int, ...], mode: str, tile: int) -> list[int]:
+    """Rows each expert's GEMM executes: its own count (exact, loop), padded to the tile (tile), or to the largest (max)."""
+    if mode in ("exact", "loop"):
+        return list(counts)
+    if mode == "tile":
+        return [math.ceil(c / tile) * tile if c else 0 for c in counts]
+    if mode == "max":
+        return [max(counts)] * len(counts)
+    raise ValueError(f"mode must be one of {GROUPED_MODES}, got {mode!r}")
+
+
+def group_offsets(rows: list[int]) -> list[int]:
+    """End row of each group in the stacked input (torch._grouped_mm's `offs`): the running sum."""
+    out, acc = [], 0
+    for r in rows:
+        acc += r
+        out.append(acc)
+    return out
+
+
+def grouped_work(counts: list[int] | tuple[int, ...], rows: list[int], hidden: int, inter: int, elem_bytes: float) -> Work:
+    """Useful: 2·Σc_e·3·H·I FLOPs; weights of the experts with tokens + activations in and out (2·Σc_e·H elements).
+    Padded: the rows executed (Σ rows_e) and the weights of every expert that runs any row."""
+    useful_rows = sum(counts)
+    pe = expert_params(hidden, inter)
+    return Work(
+        useful_flops=2.0 * useful_rows * pe,
+        padded_flops=2.0 * sum(rows) * pe,
+        useful_bytes=sum(1 for c in counts if c) * pe * elem_bytes + 2 * useful_rows * hidden * elem_bytes,
+        padded_bytes=sum(1 for r in rows if r) * pe * elem_bytes + 2 * sum(rows) * hidden * elem_bytes,
+    )
+
+
 def _grouped(ctx: SuiteContext, b: Backend, kind: str, mode: str, counts: list[int], H: int, I: int, tile: int, dtype: str):
+    """The expert SwiGLU of E experts on their routed rows. exact/tile: ONE grouped kernel per projection
+    (torch._grouped_mm over the stacked rows, `offs` = group ends); max: torch.bmm padded to the largest
+    expert; loop: a Python loop of per-expert matmuls, the labelled baseline (at small T its time is
+    launch overhead). On CUDA each is captured into a CUDA graph and replayed (microbench.graph_step)."""
     t = b.module
     dt = b.dtype_of(dtype)
     E = len(counts)
     gen = t.Generator(device=b.device).manual_seed(ctx.seed)
-    wg = t.randn((E, H, I), generator=gen, device=b.device, dtype=dt).mul_(0.02)
-    wu = t.randn((E, H, I), generator=gen, device=b.device, dtype=dt).mul_(0.02)
-    wd = t.randn((E, I, H), generator=gen, device=b.device, dtype=dt).mul_(0.02)
+    # weights stored [E, out, in] and passed transposed: the column-major second operand the grouped kernel wants
+    wg = t.randn((E, I, H), generator=gen, device=b.device, dtype=dt).mul_(0.02)
+    wu = t.randn((E, I, H), generator=gen, device=b.device, dtype=dt).mul_(0.02)
+    wd = t.randn((E, H, I), generator=gen, device=b.device, dtype=dt).mul_(0.02)
     F = t.nn.functional
-    useful_rows = sum(counts)
-    if mode == "exact":
-        rows = list(counts)
-    elif mode == "tile":
-        rows = [math.ceil(c / tile) * tile if c else 0 for c in counts]
-    else:
-        rows = [max(counts)] * E
-    xs = [t.randn((r, H), generator=gen, device=b.device, dtype=dt) if r else None for r in rows]
+    rows = group_rows(counts, mode, tile)
+    kernel = {"exact": "torch._grouped_mm", "tile": "torch._grouped_mm", "max": "torch.bmm", "loop": "python loop of torch.matmul"}[mode]
     if mode == "max":
         xb = t.randn((E, max(counts), H), generator=gen, device=b.device, dtype=dt)
 
         def run() -> None:
-            y = F.silu(t.bmm(xb, wg)) * t.bmm(xb, wu)
-            t.bmm(y, wd)
-    else:
+            y = F.silu(t.bmm(xb, wg.transpose(1, 2))) * t.bmm(xb, wu.transpose(1, 2))
+            t.bmm(y, wd.transpose(1, 2))
+    elif mode == "loop":
+        xs = [t.randn((r, H), generator=gen, device=b.device, dtype=dt) if r else None for r in rows]
+
         def run() -> None:
             for e in range(E):
                 if xs[e] is not None:
-                    y = F.silu(xs[e] @ wg[e]) * (xs[e] @ wu[e])
-                    y @ wd[e]
-    m = b.time(run, ctx.policy)
+                    y = F.silu(xs[e] @ wg[e].T) * (xs[e] @ wu[e].T)
+                    y @ wd[e].T
+    else:
+        if not hasattr(t, "_grouped_mm"):
+            return Skip(NAME, f"grouped-{kind}-{mode}", f"torch {t.__version__} has no torch._grouped_mm; the loop baseline stands alone")
+        x = t.randn((sum(rows), H), generator=gen, device=b.device, dtype=dt)
+        offs = t.tensor(group_offsets(rows), dtype=t.int32, device=b.device)
+        gm = t._grouped_mm
+
+        def run() -> None:
+            y = F.silu(gm(x, wg.transpose(-2, -1), offs=offs)) * gm(x, wu.transpose(-2, -1), offs=offs)
+            gm(y, wd.transpose(-2, -1), offs=offs)
+
+        try:
+            run()
+        except Exception as exc:  # noqa: BLE001 - a device or dtype the grouped kernel does not serve
+            return Skip(NAME, f"grouped-{kind}-{mode}-E{E}-T{sum(counts)}",
+                        f"torch._grouped_mm refused {dtype} on {b.device}: {str(exc).splitlines()[0][:200]}")
+    st = time_step(b, run, ctx.policy)
     eb = dtype_bytes(dtype)
-    touched = sum(1 for r in rows if r)
-    work = Work(
-        useful_flops=2.0 * useful_rows * expert_params(H, I),
-        padded_flops=2.0 * sum(rows) * expert_params(H, I),
-        useful_bytes=sum(1 for c in counts if c) * expert_params(H, I) * eb + 2 * useful_rows * H * eb,
-        padded_bytes=touched * expert_params(H, I) * eb + 2 * sum(rows) * H * eb,
-    )
+    work = grouped_work(counts, rows, H, I, eb)
+    useful_rows = sum(counts)
+    notes = list(st.notes)
+    if mode == "exact":
+        notes.append("padded FLOPs = useful: the grouped kernel's own tile padding inside each group is not visible from here")
+    if mode == "loop":
+        notes.append("baseline: one launch per expert and projection; not what a grouped-GEMM engine runs")
     return ctx.result(NAME, f"grouped-{kind}-{mode}-E{E}-T{useful_rows}", b, dtype,
-                      {"distribution": kind, "mode": mode, "counts": counts, "rows_executed": sum(rows), "useful_rows": useful_rows,
-                       "padding_factor": sum(rows) / useful_rows, "tile": tile, "hidden": H, "expert_intermediate": I}, work, m)
+                      {"distribution": kind, "mode": mode, "kernel": kernel, "baseline": mode == "loop", "counts": counts,
+                       "rows_executed": sum(rows), "useful_rows": useful_rows, "padding_factor": sum(rows) / useful_rows, "tile": tile,
+                       "hidden": H, "expert_intermediate": I, **st.params()}, work, st.primary, notes=tuple(notes))
 
 
 def _expert_cc(ctx: SuiteContext, b: Backend, m_tokens: int, dtype: str):
@@ -207,12 +264,18 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
             for kind in kinds:
                 # with 8 experts and 64 assignments the power-law case is the chapter's own [32,16,8,4,2,1,1,0]
                 counts = list(CHAPTER_COUNTS) if (kind == "power-law" and T == 64 and E == 8) else distribution(kind, E, T)
-                for mode in ("exact", "tile", "max"):
+                for mode in GROUPED_MODES:
+                    if mode == "loop" and ctx.quick and not b.is_cuda and kind != "power-law":
+                        continue  # the CPU quick form keeps one baseline
                     yield Planned(NAME, f"grouped-{kind}-{mode}", lambda b=b, kind=kind, mode=mode, counts=counts, H=H, I=I, tile=tile, dtype=dtype:
                                   _grouped(ctx, b, kind, mode, counts, H, I, tile, dtype))
         if b.is_cuda:
             continue
         for dtype in (("bf16", "fp32") if b.name == "torch" else ("fp32",)):
+            why = quick_bf16_skip(b, dtype) if ctx.quick else None
+            if why:
+                yield Skip(NAME, f"expert-cc-{b.label}-{dtype}", why)
+                continue
             for m_tok in ((1, 128) if ctx.quick else (1, 16, 64, 128, 512)):
                 yield Planned(NAME, f"expert-cc-m{m_tok}", lambda b=b, m_tok=m_tok, dtype=dtype: _expert_cc(ctx, b, m_tok, dtype))
         if b.name == "numpy":

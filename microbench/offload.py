@@ -17,6 +17,8 @@ layer, 256 new tokens; CPU (a stand-in): the tiny geometry over 8 layers, the "h
 helper thread with one threading.Event per layer (the copy shares the cores and memory bus with
 the compute, so the overlap is worse than on a GPU, which the ratio shows).
 Counted work: bytes read from the host (n·per-layer KV) and the compute's FLOPs (2 per multiply-add).
+Peaks: the host reads against the PCIe link's per-direction peak of the device's own link
+(microbench.gpu_link), the compute against the GPU's FLOP/s peak.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any, Iterator
 from harness.model import kv_prefetch
 from harness.specs.models import ModelSpec, get_model
 from microbench.backends import Backend
-from microbench.case import CaseResult, Skip, Work
+from microbench.case import CaseResult, Peak, Skip, Work
 from microbench.suite import Item, Planned, SuiteContext
 from microbench.transformer import TINY
 
@@ -164,8 +166,10 @@ def run(ctx: SuiteContext, b: Backend) -> list[CaseResult]:
             "read_s": R, "compute_s": C, "min_preloaded_layers_model": p_min,
             "buffer_bytes_model": kv_prefetch.prefetch_buffer_bytes(read_bytes / R, R, C),
             "host_memory": "pinned" if b.is_cuda else "pageable (CPU stand-in: memcpy in a helper thread)"}
+    read_peak, mixed_peak = offload_peaks(b, dtype)
     out = [
-        ctx.result(NAME, f"{m.name}-read-L{L}-p{prefix}", b, dtype, {**base, "schedule": "read-only"}, Work(useful_bytes=read_bytes), t_read),
+        ctx.result(NAME, f"{m.name}-read-L{L}-p{prefix}", b, dtype, {**base, "schedule": "read-only"}, Work(useful_bytes=read_bytes), t_read,
+                   read_peak),
         ctx.result(NAME, f"{m.name}-compute-L{L}-n{new}", b, dtype, {**base, "schedule": "compute-only"}, Work(useful_flops=flops), t_comp),
     ]
     for name, fn in thunks.items():
@@ -176,8 +180,23 @@ def run(ctx: SuiteContext, b: Backend) -> list[CaseResult]:
         out.append(ctx.result(NAME, f"{m.name}-{name}-L{L}", b, dtype,
                               {**base, "schedule": name, "preloaded_layers": preloaded, "predicted_s": pr.total_s,
                                "predicted_bound": pr.bound, "measured_over_predicted": meas.stats.median_s / pr.total_s},
-                              work, meas, notes=(f"model {pr.total_s * 1e3:.3g} ms ({pr.bound}-bound) from the measured read and compute",)))
+                              work, meas, mixed_peak,
+                              notes=(f"model {pr.total_s * 1e3:.3g} ms ({pr.bound}-bound) from the measured read and compute",)))
     return out
+
+
+def offload_peaks(b: Backend, dtype: str) -> tuple[Peak, Peak]:
+    """(read peak, schedule peak). GPU: the host reads cross PCIe, so their bytes are judged against the PCIe
+    link's per-direction peak (not HBM: a 55 GB/s read would otherwise show ~1 % MBU); the schedules' FLOPs
+    against the GPU's compute peak. CPU stand-in: the host's own peaks."""
+    dev = b.peak(dtype)
+    if not b.is_cuda:
+        return dev, dev
+    from microbench.transfer import pcie_peak
+
+    link = pcie_peak(b)
+    return (Peak(None, link.bytes_per_s, link.source),
+            Peak(dev.flops_per_s, link.bytes_per_s, f"FLOP/s: {dev.source}; bytes (host reads): {link.source}"))
 
 
 def cases(ctx: SuiteContext) -> Iterator[Item]:

@@ -21,6 +21,7 @@ from harness.units import dtype_bytes
 from microbench.backends import Backend
 from microbench.case import Skip, Work
 from microbench.gemm import projections, time_gemm
+from microbench.graph_step import time_step
 from microbench.suite import Item, Planned, SuiteContext
 from microbench.transformer import TINY, RandomDecoder
 
@@ -34,11 +35,11 @@ def _decode_case(ctx: SuiteContext, b: Backend, m, dtype: str, batch: int, conte
     eb = dtype_bytes(dtype)
     d = RandomDecoder(m, b.module, b.device, b.dtype_of(dtype), batch, context, ctx.seed)
     w = decode_step_work(m, batch, context, eb, eb)
-    meas = b.time(lambda: d.decode_step(batch, context), ctx.policy)
+    st = time_step(b, lambda: d.decode_step(batch, context), ctx.policy)  # static inputs, graph replay on CUDA
     return ctx.result(NAME, f"{m.name}-decode-b{batch}-c{context}", b, dtype,
                       {"model": m.name, "kind": "decode", "batch": batch, "context_tokens": context,
-                       "weight_bytes": w.weight_bytes, "kv_bytes": w.kv_read_bytes},
-                      Work(w.flops, w.bytes), meas)
+                       "weight_bytes": w.weight_bytes, "kv_bytes": w.kv_read_bytes, "mode": st.graph_mode, **st.params()},
+                      Work(w.flops, w.bytes), st.primary, notes=st.notes)
 
 
 def cases(ctx: SuiteContext) -> Iterator[Item]:

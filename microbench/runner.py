@@ -79,6 +79,7 @@ def run_micro(suites: str | list[str], *, quick: bool = False, out: str | Path =
     else:
         notes += [f"NVML: {sampler.note}", nvtx_line]
     clocks = {"cpu": _cpu_clocks(), "host_clock_hz": host.clock_hz}
+    topology = _gpu_topology(det)
     if facts:
         clocks["gpus_at_start"] = facts.get("gpus", [])
     manifest = new_manifest(
@@ -96,6 +97,8 @@ def run_micro(suites: str | list[str], *, quick: bool = False, out: str | Path =
             "host_spec": host.to_dict(), "backends": [b.label for b in det.backends],
             "missing_backends": [{"backend": b, "reason": r} for b, r in det.missing],
             "python": platform.python_version(), "numpy_version": _numpy_version(),
+            "gpu_topology": topology,
+            "gpu_spec_choice": {b.device: b.spec_note for b in det.backends if b.is_cuda},
         },
     )
     ctx = SuiteContext(quick=quick, policy=policy, host=host, detected=det, seed=seed,
@@ -126,6 +129,8 @@ def run_micro(suites: str | list[str], *, quick: bool = False, out: str | Path =
             if results:
                 w.append("micro_cases", [r.to_row() for r in results])
                 w.append("micro_samples", [row for r in results for row in r.sample_rows()])
+                for table in sorted({t for r in results for t in r.tables}):
+                    w.append(table, [row for r in results for row in r.tables.get(table, [])])
                 all_cases += [r.to_dict() for r in results]
             suite_skips = [s for s in skips if s.suite == n]
             if suite_skips:
@@ -163,7 +168,9 @@ def _run_item(item: Planned, skips: list[Skip]) -> list[CaseResult]:
             raise
         skips.append(Skip(item.suite, item.case, f"out of device memory ({str(exc).splitlines()[0]}); use --quick or a smaller --model"))
         return []
-    return got if isinstance(got, list) else [got]
+    got = got if isinstance(got, list) else [got]
+    skips += [g for g in got if isinstance(g, Skip)]  # a case may find at run time that it cannot run here
+    return [g for g in got if not isinstance(g, Skip)]
 
 
 def _release_memory(det) -> None:
@@ -174,6 +181,20 @@ def _release_memory(det) -> None:
         import torch
 
         torch.cuda.empty_cache()
+
+
+def _gpu_topology(det) -> dict[str, Any] | None:
+    """Bus ids, PCIe generation/width (max and current), NUMA node and `nvidia-smi topo -m` of the visible GPUs."""
+    if not any(b.is_cuda for b in det.backends):
+        return None
+    import torch
+
+    from microbench.gpu_link import topology_facts
+
+    try:
+        return topology_facts(torch)
+    except Exception as exc:  # noqa: BLE001 - facts are best effort; the run goes on without them
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _numpy_version() -> str | None:

@@ -6,6 +6,8 @@ model predicts each stage time as max(FLOPs / (η_c·peak), bytes / (η_b·bandw
 η = 0.5 by default; each case records the measured rate, the model's rate at η = 0.5 against the
 same spec peak, and the implied efficiency (model time at 100 % / measured time), which is what
 a calibration fits. GPU: Qwen3-8B bf16; CPU: the tiny configuration in fp32.
+Both stages read static inputs and are timed as CUDA graph replays on the GPU (microbench.graph_step),
+the eager time and launch overhead recorded beside them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from harness.model.forward import decode_step_work, prefill_work
 from harness.units import dtype_bytes
 from microbench.backends import Backend
 from microbench.case import Peak, Skip, Work
+from microbench.graph_step import time_step
 from microbench.params import StageDecodeParams, StagePrefillParams
 from microbench.suite import Item, Planned, SuiteContext
 from microbench.transformer import TINY, RandomDecoder
@@ -78,13 +81,16 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
             def run_prefill(b=b, m=m, L=L, case=case, dtype=dtype, model=model):
                 d = model()
                 w = prefill_work(m, L, 0, eb, eb)
-                meas = b.time(lambda: d.prefill(L), ctx.policy)
+                st = time_step(b, lambda: d.prefill(L), ctx.policy)
+                meas = st.primary
                 peak = b.peak(dtype)
                 cmp = model_comparison(meas.stats.median_s, w.flops, w.bytes, peak, L)
-                return ctx.result(NAME, case, b, dtype, StagePrefillParams(model=m.name, new_tokens=L, extra={"stage": "prefill", "phase": "prefill", "tokens": L,
-                                                         "r_p_tokens_per_s": cmp["measured_rate_per_s"], **cmp}).to_params(),
+                return ctx.result(NAME, case, b, dtype, StagePrefillParams(model=m.name, new_tokens=L, extra={
+                                      "stage": "prefill", "phase": "prefill", "tokens": L, "r_p_tokens_per_s": cmp["measured_rate_per_s"],
+                                      **cmp, **st.params()}).to_params(),
                                   Work(w.flops, w.bytes), meas, peak,
-                                  notes=("attention FLOPs counted causal (i keys for query i); a kernel that computes the masked half does more",))
+                                  notes=("attention FLOPs counted causal (i keys for query i); a kernel that computes the masked half does more",
+                                         *st.notes))
 
             yield Planned(NAME, case, run_prefill)
         for bs, c in decodes:
@@ -93,11 +99,13 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
             def run_decode(b=b, m=m, bs=bs, c=c, case=case, dtype=dtype, model=model):
                 d = model()
                 w = decode_step_work(m, bs, c, eb, eb)
-                meas = b.time(lambda: d.decode_step(bs, c), ctx.policy)
+                st = time_step(b, lambda: d.decode_step(bs, c), ctx.policy)  # static inputs, graph replay on CUDA
+                meas = st.primary
                 peak = b.peak(dtype)
                 cmp = model_comparison(meas.stats.median_s, w.flops, w.bytes, peak, bs)
-                return ctx.result(NAME, case, b, dtype, StageDecodeParams(model=m.name, batch=bs, context_tokens=c, extra={"stage": "decode", "phase": "decode",
-                                                         "r_d_calls_per_s": cmp["measured_rate_per_s"], **cmp}).to_params(),
-                                  Work(w.flops, w.bytes), meas, peak)
+                return ctx.result(NAME, case, b, dtype, StageDecodeParams(model=m.name, batch=bs, context_tokens=c, extra={
+                                      "stage": "decode", "phase": "decode", "r_d_calls_per_s": cmp["measured_rate_per_s"],
+                                      **cmp, **st.params()}).to_params(),
+                                  Work(w.flops, w.bytes), meas, peak, notes=st.notes)
 
             yield Planned(NAME, case, run_decode)

@@ -62,8 +62,10 @@ class SuiteContext:
         return next((b for b in self.backends if b.label == label), None)
 
     def result(self, suite: str, case: str, b: Backend, dtype: str, params: dict, work: Work, m: Measurement,
-               peak: Peak | None = None, cache_state: str = "", notes: tuple[str, ...] = ()) -> CaseResult:
-        return CaseResult(suite, case, b.name, b.device, dtype, params, work, m, peak or b.peak(dtype), cache_state, notes)
+               peak: Peak | None = None, cache_state: str = "", notes: tuple[str, ...] = (),
+               tables: dict[str, list[dict[str, Any]]] | None = None) -> CaseResult:
+        return CaseResult(suite, case, b.name, b.device, dtype, params, work, m, peak or b.peak(dtype), cache_state, tuple(notes),
+                          tables=tables or {})
 
 
 def suite_module(name: str) -> Any:

@@ -8,9 +8,21 @@ processes through shared memory.
 Both: one large copy vs N chunks of the same total: the Chapter 9 §9.5 page case, 72 segments of
 32 KiB (K and V of 36 layers) against one 2.25 MiB page.
 
-Counting: a copy inside one memory (CPU memcpy, device→device) moves its payload twice, a read
-and a write, and that is what is counted (the device check's 4.3 TB/s is counted this way); a
-copy across a link (H2D, D2H, peer) counts the payload once against the link's peak.
+Counting (`counted_bytes`): a copy inside one memory (CPU memcpy, device→device) moves its payload
+twice, a read and a write, and that is what is counted (the device check's 4.3 TB/s is counted this
+way; nvbandwidth's device_local_copy counts the payload once, so each d2d case also records
+`payload_bytes_per_s`); a copy across a link (H2D, D2H, peer) counts the payload once against the
+per-direction peak of this device's own link (PCIe from NVML by bus id, NVLink by active links).
+A figure above its peak is flagged and the row marked invalid (microbench.case.derive).
+Cache: every GPU copy rotates over a ring of (src, dst) slots that together exceed 2× the L2, so a
+repeat reads HBM, not L2 (`copy_ring_slots`); the cases say when the 64-slot cap leaves tiny copies warm.
+Small copies, two α's (`ALPHA_KINDS`): "stream" queues copies back to back (grouped, and replayed from
+a CUDA graph when small and capturable), the per-copy cost of a pipelined transfer; "single" issues
+one copy and waits for it (host clock), the latency a waiting request sees. The transfer model gets
+the "single" α (`alpha_for_model` = true on those rows).
+Copy engine vs SM (as nvbandwidth separates them): "ce" rows use Tensor.copy_ (cudaMemcpyAsync);
+d2d-sm rows an elementwise kernel (torch.bitwise_or on int64 views); host↔device SM copies are a skip.
+Peer (cuda:0 → cuda:1) when two GPUs are visible.
 Sizes: two per octave (2^k and 2^(k+1/2), rounded to 256 bytes).
 """
 
@@ -24,15 +36,15 @@ from typing import Any, Iterator
 from harness.units import KiB, MiB
 from microbench.backends import Backend
 from microbench.case import Peak, Skip, Work
-from microbench.params import TransferParams
 from microbench.suite import Item, Planned, SuiteContext
-from microbench.timing import measurement_from_samples, time_cpu
+from microbench.graph_step import time_step
+from microbench.params import TransferParams
+from microbench.timing import cache_state, measurement_from_samples, rotation_sets, time_cpu
 
 NAME = "transfer"
 DESCRIPTION = "H2D/D2H pinned+pageable, D2D, peer, bidirectional, copy||GEMM; CPU memcpy, shared memory; 72×32 KiB vs 2.25 MiB"
 
 PAGE_SEGMENTS, SEGMENT_BYTES = 72, 32 * KiB  # Chapter 9, §9.5: 36 layers × (K, V) of a 16-token Qwen3-8B page
-PCIE_LANE_BYTES_PER_S = {3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}  # per lane, after 128b/130b (gen3-5) or FLIT (gen6)
 
 
 def sizes_two_per_octave(lo: int, hi: int, align: int = 256) -> list[int]:
@@ -48,19 +60,44 @@ def sizes_two_per_octave(lo: int, hi: int, align: int = 256) -> list[int]:
 
 
 def pcie_peak(b: Backend) -> Peak:
-    """The PCIe link's theoretical per-direction peak from NVML's link generation and width."""
-    try:
-        import pynvml
+    """Per-direction theoretical peak of the PCIe link of THIS torch device (found in NVML by its bus id,
+    microbench.gpu_link): max generation × current width, so a link trained down to x8 shows as such."""
+    if not b.is_cuda:
+        return Peak(None, None, "no PCIe link: a CPU backend")
+    from microbench.gpu_link import read_pcie_link
 
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(0)
-        gen, width = pynvml.nvmlDeviceGetMaxPcieLinkGeneration(h), pynvml.nvmlDeviceGetMaxPcieLinkWidth(h)
-        bw = PCIE_LANE_BYTES_PER_S.get(gen)
-        if bw:
-            return Peak(None, bw * width, f"PCIe gen{gen} x{width} theoretical per direction (NVML link info)")
-    except Exception:  # noqa: BLE001 - no NVML: the link peak stays unknown
-        pass
-    return Peak(None, None, "PCIe link generation unknown (NVML unavailable); no link peak")
+    return read_pcie_link(b.module, b.index).peak()
+
+
+def counted_bytes(kind: str, payload: int) -> tuple[float, str]:
+    """Bytes a copy case counts and the convention's name. A copy inside one memory (d2d, CPU memcpy) reads
+    and writes the payload: 2× (what HBM moves; nvbandwidth's device_local_copy counts the payload once, so
+    its figure is half of ours for the same time, recorded as `payload_bytes_per_s`). A copy across a link
+    (h2d, d2h, peer) counts the payload once against the link's per-direction peak."""
+    if kind in ("d2d", "d2d-sm", "memcpy"):
+        return 2.0 * payload, "read+write"
+    return float(payload), "once"
+
+
+def copy_ring_slots(payload: int, kind: str, cache_bytes: float | None, *, max_slots: int = 64,
+                    memory_cap_bytes: float = 4 * 2**30) -> int:
+    """Rotating (src, dst) slots so that the device memory a run of copies touches exceeds 2× the L2: a repeat
+    then reads from HBM, not from the cache (a d2d copy of <= ~30 MiB would otherwise be served from the H200's
+    60 MB L2 and beat the HBM peak)."""
+    touched = 2 * payload if kind.startswith("d2d") else payload
+    return rotation_sets(touched, cache_bytes, max_sets=max_slots, memory_cap_bytes=memory_cap_bytes)
+
+
+def copy_method(engine: str, mode: str) -> str:
+    """How a copy was issued, one string (calibration fits one α–β line per link, direction, memory and method)."""
+    return f"{'sm_kernel' if engine == 'sm' else 'copy_engine'}:{'pipelined' if mode == 'stream' else 'single'}"
+
+
+ALPHA_KINDS = {
+    "stream": "pipelined stream: copies queued back to back (graph-replayed when small), per-copy issue cost",
+    "single": "synchronized single copy: issue, then wait for completion (host clock); the latency a waiting request sees",
+}
+MODEL_ALPHA = "single"  # the α the transfer model (t = α + n/β) gets: a KV hand-off is waited on
 
 
 # ---------------------------------------------------------------- CPU
@@ -78,7 +115,8 @@ def _cpu_copy_case(ctx: SuiteContext, b: Backend, size: int) -> Any:
         dst = np.empty(size, dtype=np.uint8)
         fn = lambda: np.copyto(dst, src)  # noqa: E731
     m = b.time(fn, ctx.policy)
-    return ctx.result(NAME, f"memcpy-{size}", b, "uint8", TransferParams(link="memcpy", direction="h2h", size_bytes=size, bytes_counted="read+write", extra={"payload_bytes": size}).to_params(),
+    return ctx.result(NAME, f"memcpy-{size}", b, "uint8", TransferParams(link="memcpy", direction="h2h", size_bytes=size, bytes_counted="read+write",
+                                                                         extra={"payload_bytes": size}).to_params(),
                       Work(useful_bytes=2.0 * size), m, cache_state=_fits(b, 2 * size))
 
 
@@ -89,12 +127,22 @@ def _fits(b: Backend, nbytes: float) -> str:
 
 
 def _chunk_cases(ctx: SuiteContext, b: Backend, copy_factory) -> list:
-    """One 2.25 MiB copy vs 72 copies of 32 KiB: same bytes, 72× the per-copy overhead."""
+    """One 2.25 MiB copy vs 72 copies of 32 KiB: same bytes, 72× the per-copy overhead. GPU: also the 72 copies
+    captured in one CUDA graph (the per-copy cost without the host's launch)."""
     total = PAGE_SEGMENTS * SEGMENT_BYTES
     one, many, dtype, counted, peak = copy_factory(total)
     out = []
-    m1 = b.time(one, ctx.policy, allow_graph=False)  # a graph would hide the per-copy launch cost this case measures
-    mN = b.time(many, ctx.policy, allow_graph=False)
+    l2 = "warm"  # the same 2.25 MiB page each time: the case is about per-copy overhead, not bandwidth
+    m1 = b.time(one, ctx.policy, allow_graph=False, l2=l2)  # a graph would hide the per-copy launch cost this case measures
+    mN = b.time(many, ctx.policy, allow_graph=False, l2=l2)
+    if b.is_cuda:
+        st = time_step(b, many, ctx.policy, l2=l2, eager=False)
+        if st.graph is not None:
+            out.append(ctx.result(NAME, "page-72x32KiB-graph", b, dtype,
+                                  {"total_bytes": total, "size_bytes": total, "bytes_counted": counted, "copies": PAGE_SEGMENTS,
+                                   "chunks": PAGE_SEGMENTS, "mode": "graph", "overhead_per_extra_copy_s":
+                                   (st.graph.stats.median_s - m1.stats.median_s) / (PAGE_SEGMENTS - 1)},
+                                  Work(useful_bytes=total * (2 if counted == "read+write" else 1)), st.graph, peak, notes=st.notes))
     ratio = mN.stats.median_s / m1.stats.median_s
     per_copy_s = (mN.stats.median_s - m1.stats.median_s) / (PAGE_SEGMENTS - 1)
     common = {"total_bytes": total, "size_bytes": total, "bytes_counted": counted}
@@ -229,24 +277,70 @@ def _cpu_overlap(ctx: SuiteContext, b: Backend) -> list:
 # ---------------------------------------------------------------- GPU
 
 
-def _gpu_copy(ctx: SuiteContext, b: Backend, kind: str, size: int) -> Any:
+def _gpu_copy(ctx: SuiteContext, b: Backend, kind: str, size: int, mode: str = "stream") -> Any:
+    """One GPU copy case. kind: h2d-/d2h-pinned/-pageable, d2d (cudaMemcpyAsync: copy engine), d2d-sm (an
+    elementwise kernel: SM copy), peer (cuda:0 -> cuda:1). mode: "stream" or "single" (ALPHA_KINDS)."""
     t = b.module
     dev = b.device
-    if kind == "d2d":
-        src, dst = t.ones(size, dtype=t.uint8, device=dev), t.empty(size, dtype=t.uint8, device=dev)
-        counted, work, peak = "read+write", Work(useful_bytes=2.0 * size), b.peak("bf16")
+    slots = copy_ring_slots(size, kind, b.cache_bytes)
+    if kind in ("d2d", "d2d-sm"):
+        src, dst = t.ones(slots * size, dtype=t.uint8, device=dev), t.empty(slots * size, dtype=t.uint8, device=dev)
+        peak, link, engine = b.peak("bf16"), "hbm", ("sm" if kind == "d2d-sm" else "ce")
+    elif kind == "peer":
+        src = t.ones(slots * size, dtype=t.uint8, device=dev)
+        dst = t.empty(slots * size, dtype=t.uint8, device="cuda:1")
+        from microbench.gpu_link import read_nvlink_peak
+
+        peak = read_nvlink_peak(t, b.index)
+        link, engine = ("nvlink" if peak.bytes_per_s else "pcie-p2p"), "ce"
+        if not peak.bytes_per_s:
+            peak = pcie_peak(b)
     else:
         pinned = kind.endswith("pinned")
-        host = t.ones(size, dtype=t.uint8, pin_memory=pinned)
-        devbuf = t.empty(size, dtype=t.uint8, device=dev)
+        host = t.ones(slots * size if pinned else size, dtype=t.uint8, pin_memory=pinned)
+        devbuf = t.empty(slots * size, dtype=t.uint8, device=dev)
         src, dst = (host, devbuf) if kind.startswith("h2d") else (devbuf, host)
-        counted, work, peak = "once", Work(useful_bytes=float(size)), pcie_peak(b)
-    nb = kind != "h2d-pageable" and kind != "d2h-pageable"
-    fn = lambda: dst.copy_(src, non_blocking=nb)  # noqa: E731
-    m = b.time(fn, ctx.policy, allow_graph=(kind == "d2d"))
-    return ctx.result(NAME, f"{kind}-{size}", b, "uint8", TransferParams(link="pcie" if kind != "d2d" else "hbm", direction=kind.split("-")[0], size_bytes=size,
-                                                                 memory=kind.split("-")[1] if "-" in kind else None, bytes_counted=counted,
-                                                                 extra={"payload_bytes": size}).to_params(), work, m, peak)
+        peak, link, engine = pcie_peak(b), "pcie", "ce"
+    views = [(dst[i * size:(i + 1) * size] if dst.numel() > size else dst, src[i * size:(i + 1) * size] if src.numel() > size else src)
+             for i in range(slots)]
+    if engine == "sm":
+        views = [(d.view(t.int64), s_.view(t.int64)) for d, s_ in views]
+    nb = not kind.endswith("pageable")
+    state = {"i": 0}
+
+    def copy() -> None:
+        i = state["i"]
+        state["i"] = (i + 1) % slots
+        d, s_ = views[i]
+        if engine == "sm":
+            t.bitwise_or(s_, 0, out=d)  # an elementwise kernel: the SMs read and write, no copy engine
+        else:
+            d.copy_(s_, non_blocking=nb)
+
+    if mode == "single":
+        stream = t.cuda.current_stream()
+
+        def single() -> None:
+            copy()
+            stream.synchronize()
+
+        meas = time_cpu(single, ctx.policy)
+    else:
+        meas = b.time(copy, ctx.policy, l2="rotated", allow_graph=nb)
+    nbytes, convention = counted_bytes(kind, size)
+    median = meas.stats.median_s
+    extra = {"payload_bytes": size, "copy_engine": engine,
+             "copy_call": "torch.bitwise_or on int64 views (SM kernel)" if engine == "sm" else "Tensor.copy_ (cudaMemcpyAsync)",
+             "mode": mode, "alpha_kind": ALPHA_KINDS[mode], "alpha_for_model": mode == MODEL_ALPHA, "ring_slots": slots,
+             "payload_bytes_per_s": size / median if median > 0 else None}
+    if kind == "peer":
+        extra["peer_access"] = bool(t.cuda.can_device_access_peer(0, 1))
+    params = TransferParams(link=link, direction=kind.split("-")[0], size_bytes=size, bytes_counted=convention,
+                            memory=kind.split("-")[1] if kind.startswith(("h2d", "d2h")) else None,
+                            method=copy_method(engine, mode), extra=extra).to_params()
+    case = f"{kind}-{size}" + ("-single" if mode == "single" else "")
+    return ctx.result(NAME, case, b, "uint8", params, Work(useful_bytes=nbytes), meas, peak,
+                      cache_state=cache_state(2 * size if kind.startswith("d2d") else size, slots, b.cache_bytes, b.cache_name))
 
 
 def _gpu_chunk_factory(b: Backend):
@@ -261,7 +355,7 @@ def _gpu_chunk_factory(b: Backend):
             for d, s in segs:
                 d.copy_(s, non_blocking=True)
 
-        return one, many, "uint8", "payload once (link)", pcie_peak(b)
+        return one, many, "uint8", "once", pcie_peak(b)
 
     return make
 
@@ -340,15 +434,28 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
             sizes = sizes_two_per_octave(4 * KiB, hi)
             if ctx.quick:
                 sizes = sizes[::2]  # one per octave in the quick form
+            single_sizes = sizes[::2] if ctx.quick else sizes  # the model's α–β line is fitted over these: the whole range
             for kind in ("h2d-pinned", "d2h-pinned", "h2d-pageable", "d2h-pageable", "d2d"):
                 for s in sizes:
-                    yield Planned(NAME, f"{kind}-{s}", lambda b=b, kind=kind, s=s: _gpu_copy(ctx, b, kind, s))
-            yield Planned(NAME, f"d2d-{1024 * MiB}-check", lambda b=b: _gpu_copy(ctx, b, "d2d", 1024 * MiB))
+                    yield Planned(NAME, f"{kind}-{s}", lambda b=b, kind=kind, s=s: _gpu_copy(ctx, b, kind, s, "stream"))
+                for s in single_sizes:
+                    yield Planned(NAME, f"{kind}-{s}-single", lambda b=b, kind=kind, s=s: _gpu_copy(ctx, b, kind, s, "single"))
+            for s in sizes[::4] if ctx.quick else sizes[::2]:
+                yield Planned(NAME, f"d2d-sm-{s}", lambda b=b, s=s: _gpu_copy(ctx, b, "d2d-sm", s, "stream"))
+            yield Skip(NAME, "h2d-d2h-sm", "SM-kernel host<->device copies (nvbandwidth's *_memcpy_sm) need mapped pinned memory "
+                                           "that a kernel reads; torch has no API for it, so only copy-engine H2D/D2H are measured")
+            if 1024 * MiB not in sizes:  # the device check's 1 GiB copy (the full sweep already ends there)
+                yield Planned(NAME, f"d2d-{1024 * MiB}-check", lambda b=b: _gpu_copy(ctx, b, "d2d", 1024 * MiB))
             yield Planned(NAME, "page-h2d-chunks", lambda b=b: _chunk_cases(ctx, b, _gpu_chunk_factory(b)))
             yield Planned(NAME, "bidir", lambda b=b: _gpu_bidir(ctx, b, 256 * MiB))
             yield Planned(NAME, "overlap", lambda b=b: _gpu_overlap(ctx, b))
             if b.module.cuda.device_count() < 2:
                 yield Skip(NAME, "peer", f"peer copies need two GPUs; {b.module.cuda.device_count()} visible")
+            else:
+                for s in sizes:
+                    yield Planned(NAME, f"peer-{s}", lambda b=b, s=s: _gpu_copy(ctx, b, "peer", s, "stream"))
+                for s in single_sizes:
+                    yield Planned(NAME, f"peer-{s}-single", lambda b=b, s=s: _gpu_copy(ctx, b, "peer", s, "single"))
             continue
         hi = 16 * MiB if ctx.quick else 1024 * MiB
         sizes = sizes_two_per_octave(4 * KiB, hi)

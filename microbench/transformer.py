@@ -2,7 +2,9 @@
 
 RMSNorm, GQA attention with rotary positions (scaled_dot_product_attention, causal for prefill,
 over a KV cache for decode), SwiGLU FFN, LM head. Nothing is downloaded: weights are drawn from
-a seeded generator. Its work is counted by the analytical model's own accounting
+a seeded generator. Every step reads static inputs (token ids, positions, queries) made once per
+shape and kept (`inputs`), so a step launches no host→device copy and can be captured into a CUDA
+graph (microbench.graph_step) the way engines replay decode steps. Its work is counted by the analytical model's own accounting
 (harness.model.forward.prefill_work / decode_step_work), so a measured time can be held
 against the model's roofline directly. Dense GQA models only (the MoE expert path is the moe suite).
 """
@@ -48,6 +50,24 @@ class RandomDecoder:
         ang = torch.outer(torch.arange(max_context, device=device, dtype=torch.float32), inv)
         self.cos = torch.cat([ang.cos(), ang.cos()], -1).to(dtype)
         self.sin = torch.cat([ang.sin(), ang.sin()], -1).to(dtype)
+        self._gen = gen
+        self._inputs: dict[tuple, Any] = {}
+
+    def inputs(self, kind: str, batch: int, tokens: int) -> tuple[Any, Any]:
+        """Static (ids, positions) of a step, drawn once per shape on the device and reused by every call.
+        decode: ids [batch, 1], positions [1] = context - 1 (every request at the same position);
+        prefill: ids [1, tokens], positions [tokens]."""
+        key = (kind, batch, tokens)
+        if key not in self._inputs:
+            t = self.t
+            if kind == "decode":
+                ids = t.randint(0, self.m.vocab_size, (batch, 1), generator=self._gen, device=self.device)
+                pos = t.full((1,), tokens - 1, dtype=t.long, device=self.device)
+            else:
+                ids = t.randint(0, self.m.vocab_size, (1, tokens), generator=self._gen, device=self.device)
+                pos = t.arange(tokens, device=self.device)
+            self._inputs[key] = (ids, pos)
+        return self._inputs[key]
 
     def _rms(self, x: Any, w: Any) -> Any:
         xf = x.float()
@@ -82,10 +102,9 @@ class RandomDecoder:
         if tokens > self.max_context:
             raise HarnessError(f"prefill of {tokens} tokens exceeds the allocated context {self.max_context}.")
         t = self.t
+        ids, pos = self.inputs("prefill", 1, tokens)
         with t.inference_mode():
-            ids = t.randint(0, self.m.vocab_size, (1, tokens), device=self.device)
             x = self.embed[ids]
-            pos = t.arange(tokens, device=self.device)
             for li in range(self.m.n_layers):
                 x = self._layer(x, li, pos, 1, tokens, tokens, causal=True)
             return self._rms(x[:, -1], self.norm) @ self.head
@@ -94,11 +113,13 @@ class RandomDecoder:
         """One decode call: one new token for each of `batch` requests attending to `context` keys (the new one included)."""
         if batch > self.max_batch or context > self.max_context:
             raise HarnessError(f"decode step batch={batch}, context={context} exceeds the allocation ({self.max_batch}, {self.max_context}).")
-        t = self.t
-        with t.inference_mode():
-            ids = t.randint(0, self.m.vocab_size, (batch, 1), device=self.device)
+        ids, pos = self.inputs("decode", batch, context)
+        return self.step(ids, pos, batch, context)
+
+    def step(self, ids: Any, pos: Any, batch: int, context: int) -> Any:
+        """A decode step on given input tensors (already on the device): what a CUDA graph captures."""
+        with self.t.inference_mode():
             x = self.embed[ids]
-            pos = t.tensor([context - 1], device=self.device)  # every request at the same position
             for li in range(self.m.n_layers):
                 x = self._layer(x, li, pos, batch, 1, context, causal=False)
             return self._rms(x[:, -1], self.norm) @ self.head
@@ -107,8 +128,11 @@ class RandomDecoder:
         """Decode attention alone: one query per request over `context` cached keys, every layer."""
         t, m = self.t, self.m
         F = t.nn.functional
+        key = ("attention-q", batch, 1)
+        if key not in self._inputs:
+            self._inputs[key] = t.randn((batch, m.n_heads, 1, m.head_dim), generator=self._gen, device=self.device, dtype=self.dtype)
+        q = self._inputs[key]
         with t.inference_mode():
-            q = t.ones((batch, m.n_heads, 1, m.head_dim), device=self.device, dtype=self.dtype)
             out = None
             for li in range(m.n_layers):
                 out = F.scaled_dot_product_attention(q, self.k_cache[li][:batch, :, :context], self.v_cache[li][:batch, :, :context], enable_gqa=True)

@@ -16,6 +16,12 @@ DEVICE_NAME_TO_SPEC: dict[str, str] = {
     "NVIDIA A100-PCIE-40GB": "a100-40gb-pcie",
     "NVIDIA B200": "b200",
     "NVIDIA RTX PRO 6000 Blackwell Server Edition": "rtx-pro-6000",
+    # the parts a substring match used to mis-map (their specs in gpus.py; SM/memory facts in microbench/gpu_identity.py)
+    "NVIDIA A100-SXM4-40GB": "a100-40gb-sxm",
+    "NVIDIA A100 80GB PCIe": "a100-80gb-pcie",
+    "NVIDIA H100 PCIe": "h100-pcie",
+    "NVIDIA H100 NVL": "h100-nvl",
+    "NVIDIA H200 NVL": "h200-nvl",
 }
 
 
@@ -33,6 +39,11 @@ DEVICE_FAMILY: dict[str, str] = {
     "cpu": "cpu",
     "a100-80gb-sxm": "ampere",
     "a100-40gb-pcie": "ampere",
+    "a100-40gb-sxm": "ampere",
+    "a100-80gb-pcie": "ampere",
+    "h100-pcie": "hopper",
+    "h100-nvl": "hopper",
+    "h200-nvl": "hopper",
     "h100-sxm": "hopper",
     "h200-sxm": "hopper",
     "h20-96gb": "hopper",

@@ -69,6 +69,32 @@ GPUS: dict[str, GpuSpec] = {
             "NVIDIA H200 datasheet (SXM: 989 TFLOP/s dense BF16 = H100 SXM, 4.8 TB/s HBM3e, 141 GB)",
             peak_fp8_flops_per_s=1978.9e12, peak_fp16_flops_per_s=989.4e12, peak_fp32_flops_per_s=66.9e12,
         ),
+        # added with microbench/gpu_identity.py (exact product names): the parts a substring match used to mis-map
+        GpuSpec(
+            "a100-40gb-sxm", 312e12, 1555e9, 40e9,
+            "NVIDIA A100 datasheet (40GB SXM: 312 TFLOP/s dense BF16, 1555 GB/s HBM2)",
+            peak_fp16_flops_per_s=312e12, peak_fp32_flops_per_s=19.5e12,
+        ),
+        GpuSpec(
+            "a100-80gb-pcie", 312e12, 1935e9, 80e9,
+            "NVIDIA A100 datasheet (80GB PCIe: 312 TFLOP/s dense BF16, 1935 GB/s HBM2e)",
+            peak_fp16_flops_per_s=312e12, peak_fp32_flops_per_s=19.5e12,
+        ),
+        GpuSpec(
+            "h100-pcie", 756.5e12, 2000e9, 80e9,
+            "NVIDIA H100 datasheet (PCIe: 1513 TFLOP/s BF16 with sparsity -> 756.5 dense, 2.0 TB/s HBM2e, 80 GB)",
+            peak_fp8_flops_per_s=1513e12, peak_fp16_flops_per_s=756.5e12, peak_fp32_flops_per_s=51.2e12,
+        ),
+        GpuSpec(
+            "h100-nvl", 835.5e12, 3900e9, 94e9,
+            "NVIDIA H100 NVL datasheet (per GPU: 1671 TFLOP/s BF16 with sparsity -> 835.5 dense, 3.9 TB/s HBM3, 94 GB)",
+            peak_fp8_flops_per_s=1670.5e12, peak_fp16_flops_per_s=835.5e12, peak_fp32_flops_per_s=60e12,
+        ),
+        GpuSpec(
+            "h200-nvl", 835.5e12, 4800e9, 141e9,
+            "NVIDIA H200 NVL datasheet (1671 TFLOP/s BF16 with sparsity -> 835.5 dense, 4.8 TB/s HBM3e, 141 GB)",
+            peak_fp8_flops_per_s=1670.5e12, peak_fp16_flops_per_s=835.5e12, peak_fp32_flops_per_s=60e12,
+        ),
         GpuSpec(
             "b200", 2250e12, 8000e9, 180e9,
             "NVIDIA HGX B200 datasheet (per GPU: 4.5 PFLOP/s BF16 with sparsity -> 2.25 dense, 8 TB/s, 180 GB HBM3e)",
