@@ -26,8 +26,18 @@ DEFAULT_RESULTS = Path("results")
 
 # JSON sidecars of a run -> their schema_version; bump it (and add a step to SIDECAR_UPGRADES) when the
 # writer changes a field. History, each: 1 — first version (also: files written before sidecars carried a version).
-SIDECAR_VERSIONS: dict[str, int] = {"summary.json": 1, "plan.json": 1, "loop_report.json": 1}
+# loop_report.json: 2 — status/error, served-load points, capacity, verdict, twin (harness.loop.report).
+SIDECAR_VERSIONS: dict[str, int] = {"summary.json": 1, "plan.json": 1, "loop_report.json": 2}
+
+
+def _loop_report_1_to_2(d: dict) -> dict:
+    """A stages-only loop report (before the served-load loop): complete, no served points."""
+    return {**d, "status": d.get("status", "complete"), "error": d.get("error"), "twin": None, "capacity": {}, "served": [],
+            "served_comparisons": [], "verdict": None}
+
+
 SIDECAR_UPGRADES: dict[str, dict[int, Callable[[dict], dict]]] = {name: {} for name in SIDECAR_VERSIONS}
+SIDECAR_UPGRADES["loop_report.json"][1] = _loop_report_1_to_2
 
 
 def warn(message: str) -> None:
