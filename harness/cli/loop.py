@@ -3,9 +3,12 @@
   harness loop cpu                              Gemma 3 270M on llama.cpp, prompt 512, batches 1,2,4
   harness loop cpu --quick --reps 1             a fast pass (shorter calibration, one repetition)
   harness loop cpu --markdown docs/loop-cpu-result.md
+  harness loop cpu --model PATH.gguf            any GGUF on the config's llama.cpp flags
 
-Prints predicted vs measured with the error and, for each quantity, which roofline term is wrong
-and by how much; stores the run (kind loop-cpu) under --results. Method: docs/loop-cpu.md.
+Calibrates the host, predicts the isolated stages with the Chapter 9 roofline and the served load
+(each mix at each arrival rate, as fractions of the predicted capacity) with the engine's digital
+twin, measures both on the real engine with the load generator, and prints predicted vs measured
+with the error; stores the run (kind loop-cpu) under --results. Method: docs/loop-cpu.md.
 """
 
 from __future__ import annotations
@@ -28,16 +31,45 @@ def _batches(text: str) -> tuple[int, ...]:
     return out
 
 
+def _mixes(text: str) -> tuple[tuple[int, int], ...]:
+    try:
+        out = tuple((int(a), int(b)) for a, b in (x.split("/") for x in text.split(",") if x.strip()))
+    except ValueError:
+        raise HarnessError(f"--mixes must be INPUT/OUTPUT token pairs such as 512/64,128/256, got {text!r}.") from None
+    return out
+
+
+def _fractions(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise HarnessError(f"--rates must be comma-separated fractions of the predicted capacity such as 0.2,0.5,0.8,1.2, got {text!r}.") from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("target", choices=["cpu"], help="which loop (cpu: llama.cpp on this host)")
-    parser.add_argument("--config", default="llama-cpp-gemma3-270m", help="llama.cpp engine config (default: %(default)s)")
+    parser.add_argument("target", choices=["cpu", "gpu"], help="which loop (cpu: llama.cpp on this host; gpu: vLLM / SGLang)")
+    parser.add_argument("--gpu", default=None, help="gpu loop: the GPU spec the engine runs on (e.g. h100-sxm)")
+    parser.add_argument("--model-spec", default=None, help="gpu loop: catalog model of the engine (default: the config's served name)")
+    parser.add_argument("--dtype", default="bf16", help="gpu loop: weight dtype (bytes per parameter of the weight term; default bf16)")
+    parser.add_argument("--target", dest="target_url", default=None, help="gpu loop: measure this running deployment (URL) instead of launching the config")
+    parser.add_argument("--config", default=None, help="engine config (cpu default: llama-cpp-gemma3-270m; gpu: a vLLM or SGLang config)")
     parser.add_argument("--prompt-tokens", type=int, default=512, help="prompt length for prefill and TTFT (default 512)")
     parser.add_argument("--decode-prompt-tokens", type=int, default=32, help="prompt length of the decode requests (default 32)")
     parser.add_argument("--output-tokens", type=int, default=64, help="tokens generated per decode request (default 64)")
     parser.add_argument("--batches", default="1,2,4", help="decode batch sizes = concurrent requests (default 1,2,4)")
-    parser.add_argument("--reps", type=int, default=3, help="repetitions of each measurement; the median is reported (default 3)")
-    parser.add_argument("--quick", action="store_true", help="short calibration budget")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of each stage measurement; the median is reported (default 3, 1 with --quick)")
+    parser.add_argument("--model", default=None, help="a .gguf file to serve instead of the config's model (any GGUF)")
+    parser.add_argument("--calibration", default=None, help="cpu: the engine's step-time calibration (`harness step-time fit`); gpu: a "
+                        "`harness calibrate` file for the GPU. Default: cpu uses this run's host constants, gpu the datasheet (uncalibrated)")
+    parser.add_argument("--proxy", action="store_true", help="allow a calibration of another kernel family, thread count or model (the report says so)")
+    parser.add_argument("--mixes", default="512/64,128/256", help="served-load prompt/output token mixes (default: %(default)s)")
+    parser.add_argument("--rates", default="0.2,0.5,0.8,1.2", help="arrival rates as fractions of the predicted capacity (default: %(default)s)")
+    parser.add_argument("--point-duration-s", type=float, default=None, help="seconds of load per served point (default 60; 10 with --quick)")
+    parser.add_argument("--seed", type=int, default=0, help="workload seed (arrivals and prompts; the twin replays the same)")
+    parser.add_argument("--no-stages", action="store_true", help="skip the isolated prefill/decode measurements")
+    parser.add_argument("--no-served", action="store_true", help="skip the served-load points")
+    parser.add_argument("--quick", action="store_true", help="short calibration budget, 10 s served points, one repetition")
     parser.add_argument("--results", default="results", help="results folder (default: %(default)s)")
     parser.add_argument("--no-store", action="store_true", help="do not write a run")
     parser.add_argument("--markdown", default=None, help="also write the report as Markdown to this file")
@@ -46,13 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.engines.cpu_loop import render_markdown, run_loop  # noqa: PLC0415
+    from harness.loop.render import render_markdown  # noqa: PLC0415
 
-    rep = run_loop(
-        args.config, prompt_tokens=args.prompt_tokens, decode_prompt_tokens=args.decode_prompt_tokens,
-        output_tokens=args.output_tokens, batches=_batches(args.batches), reps=args.reps, quick=args.quick,
-        results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=["harness", *sys.argv[1:]],
-    )
+    rep = _gpu(args) if args.target == "gpu" else _cpu(args)
     md = render_markdown(rep)
     if args.markdown:
         out = Path(args.markdown)
@@ -66,3 +94,33 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(md, end="")
     return 0
+
+
+def _cpu(args: argparse.Namespace):
+    from harness.loop.run import LoopOptions, run_loop  # noqa: PLC0415
+
+    if args.target_url:
+        raise HarnessError("--target is for `harness loop gpu`; the CPU loop launches llama.cpp from --config itself.")
+    opts = LoopOptions(
+        config=args.config or "llama-cpp-gemma3-270m", model=args.model, calibration=args.calibration, proxy=args.proxy,
+        prompt_tokens=args.prompt_tokens, decode_prompt_tokens=args.decode_prompt_tokens,
+        output_tokens=args.output_tokens, batches=_batches(args.batches), reps=1 if args.quick and args.reps == 3 else args.reps,
+        quick=args.quick, stages=not args.no_stages, served=not args.no_served, mixes=_mixes(args.mixes),
+        rate_fractions=_fractions(args.rates), point_duration_s=args.point_duration_s, seed=args.seed,
+        results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
+    )
+    return run_loop(opts)
+
+
+def _gpu(args: argparse.Namespace):
+    from harness.loop.gpu import GpuLoopOptions, run_gpu_loop  # noqa: PLC0415
+
+    if not args.config or not args.gpu:
+        raise HarnessError("`harness loop gpu` needs --config (a vLLM or SGLang engine config) and --gpu (its GPU spec, e.g. h100-sxm).")
+    opts = GpuLoopOptions(
+        config=args.config, gpu=args.gpu, model_spec=args.model_spec, calibration=args.calibration, dtype=args.dtype,
+        target_url=args.target_url, mixes=_mixes(args.mixes), rate_fractions=_fractions(args.rates),
+        point_duration_s=args.point_duration_s or (10.0 if args.quick else 60.0), seed=args.seed,
+        results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
+    )
+    return run_gpu_loop(opts)
