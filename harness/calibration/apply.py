@@ -20,6 +20,7 @@ from harness.model.calibration import ConstantProvenance, LinkConstants
 from harness.model.stages import Efficiency
 
 DEFAULT_EFFICIENCY = 0.5
+MODEL_METHOD = "copy_engine:single"  # microbench.transfer.copy_method("ce", MODEL_ALPHA)
 CONTEXT_SLACK = 0.10  # a decode curve is held up to 10 % beyond the contexts it was measured at
 
 
@@ -166,6 +167,12 @@ class MeasuredConstants:
             if exact:
                 return exact[0], proxy, "named exactly"
             why = []
+            if len({lf.method for lf in cands}) > 1:
+                # the transfer model's α is a waited-on copy engine transfer (microbench.transfer.MODEL_ALPHA)
+                model = [lf for lf in cands if lf.method == MODEL_METHOD]
+                if model:
+                    cands = model
+                    why.append(f"the {MODEL_METHOD} fit (a KV hand-off is waited on) over the other copy methods")
             pinned = [lf for lf in cands if lf.memory == "pinned"]
             if pinned and len(pinned) < len(cands):
                 # engines stage KV hand-offs through pinned buffers; pageable copies are a slower fallback

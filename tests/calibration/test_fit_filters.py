@@ -113,3 +113,16 @@ def test_records_round_trip_and_every_field_has_a_documented_unit_or_is_unitless
             "doc": "keys per sequence the step attends to"} in rows
     assert all(r["doc"] for r in rows)
     assert np.unique([(r["record"], r["name"]) for r in rows], axis=0).shape[0] == len(rows)
+
+
+def test_link_fit_prefers_the_copy_method_the_model_uses():
+    from harness.calibration.record import CalibrationRecord, Estimate, LinkFit
+
+    def fit(method, bw):
+        e = lambda v, u: Estimate(v, v, v, u, 10, ("r",), "test")  # noqa: E731
+        return LinkFit("pcie", "h2d", "pinned", e(5e-6, "s"), e(bw, "bytes/s"), (1.0,), (1.0,), (1.0,), "1/T²", method=method)
+
+    rec = CalibrationRecord("m", {}, (), 0, 10, links=(fit("copy_engine:pipelined", 40e9), fit("copy_engine:single", 50e9),
+                                                     fit("sm_kernel:pipelined", 30e9)))
+    lf, _, why = MeasuredConstants(rec, "c.json").link_choice("pcie")
+    assert lf.method == "copy_engine:single" and "waited on" in why
