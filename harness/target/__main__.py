@@ -17,8 +17,10 @@ from harness.errors import HarnessError
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m harness.target", description=__doc__)
     p.add_argument("--scenario", help="scenario TOML whose deployment to emulate (profile 'scenario')")
-    p.add_argument("--profile", choices=["scenario", "fixed"], default="scenario",
-                   help="'scenario': the emulated deployment; 'fixed': fixed TTFT/ITL per request, no queues (client benchmarks)")
+    p.add_argument("--profile", choices=["scenario", "fixed", "twin"], default="scenario",
+                   help="'scenario': the emulated deployment; 'fixed': fixed TTFT/ITL per request, no queues (client benchmarks); "
+                        "'twin': the digital twin of a real engine given by --twin")
+    p.add_argument("--twin", default=None, help="twin spec JSON (written by `harness loop cpu`): serve that engine's twin")
     p.add_argument("--mode", choices=["pd", "colocated"], default=None, help="PD or colocated (default: PD when the scenario has a link)")
     p.add_argument("--allocation", default="best", help="'best' (the model's optimum) or a reference allocation of the scenario")
     p.add_argument("--startup-s", type=float, default=None, help="simulated seconds before anything is served (default: scenario startup.startup_s)")
@@ -47,6 +49,16 @@ def _build(args: argparse.Namespace):
         engine = FixedTimingEngine(clock, None, args.ttft_s, args.itl_s)  # type: ignore[arg-type]
         info = {"simulated": True, "profile": "fixed", "ttft_s": args.ttft_s, "itl_s": args.itl_s, "time_scale": args.time_scale}
         return TargetServer(engine, info, args.model_name or "harness-fixed")
+    if args.twin or args.profile == "twin":
+        if not args.twin:
+            raise HarnessError("--profile twin needs --twin FILE (the twin.json a `harness loop cpu` run stores).")
+        from harness.target.twin import load_twin
+
+        spec = load_twin(args.twin)
+        sched = spec.make_scheduler()
+        engine = Engine(sched, clock, None)  # type: ignore[arg-type]
+        info = {**sched.info(), "profile": "twin", "model": spec.model, "source": spec.source, "time_scale": args.time_scale}
+        return TargetServer(engine, info, args.model_name or "harness-twin")
     if not args.scenario:
         raise HarnessError("give --scenario PATH (e.g. workloads/scenarios/ch9-hetero-pd.toml) or --profile fixed.")
     from harness.specs.scenario import load_scenario

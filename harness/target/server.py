@@ -182,6 +182,8 @@ class TargetServer:
         if not stream:
             self.engine.submit(req)
             await req.done
+            if req.rejected:
+                return self._error(400, req.rejected, "prompt")
             text_out = " tok" * max_tokens
             choice = {"index": 0, "finish_reason": "length"}
             choice.update({"message": {"role": "assistant", "content": text_out}} if chat else {"text": text_out})
@@ -203,6 +205,11 @@ class TargetServer:
         if req.cancelled:
             return resp
         try:
+            if req.rejected:
+                err = json.dumps({"error": {"message": req.rejected, "type": "invalid_request_error", "code": 400}})
+                await resp.write(f"data: {err}\n\n".encode())
+                await resp.write_eof()
+                return resp
             if include_usage:
                 u = json.dumps({"id": rid, "object": "chat.completion.chunk" if chat else "text_completion", "created": int(time.time()),
                                 "model": self.model_name, "choices": [], "usage": usage}, separators=(",", ":"))
@@ -251,7 +258,7 @@ class TargetServer:
             extra: dict[str, float] = {}
         else:
             p, d = eng.prefill_stats, eng.decode_stats
-            colocated = eng.dep.mode == "colocated"
+            colocated = eng.mode == "colocated"
             pools = {"all": [p] if colocated else [p, d], "prefill": [p], "decode": [p] if colocated else [d]}[role]
             kv_src = p if colocated else d
             kv_frac = kv_src.kv_tokens / eng.kv_capacity_tokens if eng.kv_capacity_tokens and role != "prefill" else 0.0

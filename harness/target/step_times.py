@@ -1,0 +1,118 @@
+"""Where the digital twin gets its times: prefill of a prompt and one batched decode step, from any source.
+
+A `StepTimes` source answers two questions (seconds): `prefill_time_s(prompt_tokens, cached_tokens)`
+and `decode_step_time_s(batch, context_tokens)`. Sources:
+
+- `RooflineStepTimes`: Chapter 9, §9.2.3's roofline with effective constants (C = FLOP/s,
+  B = bytes/s, efficiency 1): t = max(F/C, W/B) over the model's forward-pass accounting
+  (harness.model.forward). Built from the CPU loop's calibrated C_mm and B_ws, or any host spec.
+- `ServiceModelStepTimes`: the chapter's per-GPU service model (harness.target.service_times), the
+  chapter mode of the embedded target.
+- engine-calibrated fits (harness.calibration.step_time, when present) satisfy the same protocol.
+
+`CachedStepTimes` memoises any source on a context grid so a discrete-event simulation of
+thousands of steps stays cheap.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Protocol, runtime_checkable
+
+from harness.errors import HarnessError
+from harness.model.forward import decode_step_work, prefill_work
+from harness.specs.models import ModelSpec
+
+# step times are evaluated on a context grid this coarse (tokens): the error is far below 1% of a step
+CONTEXT_GRID_TOKENS = 16
+
+
+@runtime_checkable
+class StepTimes(Protocol):
+    """Seconds the engine needs for a prompt and for one decode step (the twin's only timing input)."""
+
+    def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float: ...
+
+    def decode_step_time_s(self, batch: int, context_tokens: float) -> float: ...
+
+
+def _check_tokens(name: str, v: Any, low: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < low:
+        raise HarnessError(f"{name} must be a number >= {low}, got {v!r}.")
+    return int(v)
+
+
+@dataclass(frozen=True)
+class RooflineStepTimes:
+    """max(F/C, W/B) with effective constants (Chapter 9, §9.2.3; efficiency already inside C and B)."""
+
+    model: ModelSpec
+    flops_per_s: float
+    bytes_per_s: float
+    weight_bytes_per_param: float = 2.0
+    kv_bytes_per_elem: float = 2.0
+    source: str = "roofline"
+
+    def __post_init__(self) -> None:
+        for name in ("flops_per_s", "bytes_per_s", "weight_bytes_per_param", "kv_bytes_per_elem"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise HarnessError(f"RooflineStepTimes.{name} must be a positive number, got {v!r}.")
+
+    def prefill_terms_s(self, prompt_tokens: int, cached_tokens: int = 0) -> tuple[float, float]:
+        w = prefill_work(self.model, prompt_tokens, cached_tokens, self.weight_bytes_per_param, self.kv_bytes_per_elem)
+        return w.flops / self.flops_per_s, w.bytes / self.bytes_per_s
+
+    def decode_terms_s(self, batch: int, context_tokens: float) -> tuple[float, float]:
+        w = decode_step_work(self.model, batch, float(context_tokens), self.weight_bytes_per_param, self.kv_bytes_per_elem)
+        return w.flops / self.flops_per_s, w.bytes / self.bytes_per_s
+
+    def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
+        _check_tokens("prompt_tokens", prompt_tokens, 1)
+        return max(self.prefill_terms_s(int(prompt_tokens), int(cached_tokens)))
+
+    def decode_step_time_s(self, batch: int, context_tokens: float) -> float:
+        _check_tokens("batch", batch, 1)
+        return max(self.decode_terms_s(int(batch), context_tokens))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "roofline", "model": self.model.name, "flops_per_s": self.flops_per_s, "bytes_per_s": self.bytes_per_s,
+                "weight_bytes_per_param": self.weight_bytes_per_param, "kv_bytes_per_elem": self.kv_bytes_per_elem,
+                "source": self.source}
+
+
+@dataclass(frozen=True)
+class ServiceModelStepTimes:
+    """The chapter's GPU service model (harness.target.service_times.GpuServiceModel) as a StepTimes source."""
+
+    service: Any  # GpuServiceModel
+
+    def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
+        return self.service.prefill_s(prompt_tokens, cached_tokens)
+
+    def decode_step_time_s(self, batch: int, context_tokens: float) -> float:
+        return self.service.decode_step_s(batch, context_tokens)
+
+
+@dataclass(frozen=True)
+class CachedStepTimes:
+    """Memoises a source: prefill by (tokens, cached), decode by (batch, context rounded to CONTEXT_GRID_TOKENS)."""
+
+    inner: StepTimes
+    grid_tokens: int = CONTEXT_GRID_TOKENS
+    _prefill: Any = field(init=False, repr=False, compare=False)
+    _step: Any = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_prefill", lru_cache(maxsize=1 << 16)(self.inner.prefill_time_s))
+        object.__setattr__(self, "_step", lru_cache(maxsize=1 << 16)(self.inner.decode_step_time_s))
+
+    def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
+        return self._prefill(int(prompt_tokens), int(cached_tokens))
+
+    def decode_step_time_s(self, batch: int, context_tokens: float) -> float:
+        g = self.grid_tokens
+        ctx = max(g, int(round(context_tokens / g)) * g)
+        return self._step(int(batch), ctx)

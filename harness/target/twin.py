@@ -1,0 +1,131 @@
+"""The digital twin of one deployment: scheduler settings + a step-time source → served-load predictions.
+
+`TwinSpec` names the engine's scheduler (llama.cpp's llama-server today; the chapter's PD /
+colocated deployment via `chapter_twin`) and where its times come from (harness.target.step_times).
+For a seeded workload at an arrival rate, `predict_point` runs the discrete-event simulation
+(harness.target.des) and returns capacity-relevant figures: throughput, TTFT p50/p90, TPOT p50,
+E2E p50. `capacity` is the throughput at saturation (a backlog that never empties).
+`save_twin` / `load_twin` write the spec as versioned JSON so the HTTP twin
+(`python -m harness.target --twin FILE`) serves exactly what was predicted. All figures are simulated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from harness.errors import HarnessError
+from harness.target.des import ArrivingRequest, ServedFigures, saturation_capacity, simulate, summarise_run
+from harness.target.llama_server import LlamaServerScheduler, LlamaServerSettings
+from harness.target.step_times import RooflineStepTimes, StepTimes
+from harness.target.timeline import PREFIX_BLOCK_TOKENS
+
+TWIN_SCHEMA_VERSION = 1
+# Format history: 1 — first version (engine, settings, step_times {kind: roofline | calibrated}, model).
+
+
+@dataclass(frozen=True)
+class TwinSpec:
+    """Everything the twin needs to stand in for one engine deployment."""
+
+    engine: str  # "llama.cpp" (the scheduler modelled)
+    settings: LlamaServerSettings
+    step_times: StepTimes
+    model: str  # a name or GGUF path, for the report
+    source: str  # where the step times came from (calibration run, constants)
+    notes: tuple[str, ...] = field(default=())
+
+    def make_scheduler(self) -> LlamaServerScheduler:
+        if self.engine != "llama.cpp":
+            raise HarnessError(f"the twin models llama.cpp's scheduler; engine {self.engine!r} has no scheduler model yet.")
+        return LlamaServerScheduler(self.settings, self.step_times)
+
+    def to_dict(self) -> dict[str, Any]:
+        st = self.step_times
+        return {"schema_version": TWIN_SCHEMA_VERSION, "engine": self.engine, "settings": asdict(self.settings),
+                "step_times": st.to_dict() if hasattr(st, "to_dict") else {"kind": type(st).__name__},
+                "model": self.model, "source": self.source, "notes": list(self.notes)}
+
+
+def save_twin(spec: TwinSpec, path: str | Path, model_spec: dict[str, Any] | None = None) -> Path:
+    """Write the spec (with the model's shape, so a roofline source can be rebuilt) as JSON."""
+    d = spec.to_dict()
+    st = spec.step_times
+    if isinstance(st, RooflineStepTimes):
+        d["step_times"]["model_spec"] = asdict(st.model)
+    p = Path(path)
+    tmp = p.with_suffix(p.suffix + ".tmp")
+    tmp.write_text(json.dumps(d, indent=2, default=str))
+    tmp.replace(p)
+    return p
+
+
+def load_twin(path: str | Path) -> TwinSpec:
+    """Read a twin spec written by save_twin; errors name the field and the fix."""
+    from harness.specs.models import ModelSpec  # noqa: PLC0415
+
+    p = Path(path)
+    try:
+        d = json.loads(p.read_text())
+    except OSError as exc:
+        raise HarnessError(f"twin spec {str(p)!r} cannot be read ({exc}); give the twin.json a loop run wrote.") from None
+    except json.JSONDecodeError as exc:
+        raise HarnessError(f"twin spec {p} is not valid JSON ({exc}); give the twin.json a loop run wrote.") from None
+    v = d.get("schema_version") if isinstance(d, dict) else None
+    if not isinstance(v, int) or v < 1:
+        raise HarnessError(f"twin spec {p}: schema_version must be an integer >= 1, got {v!r}.")
+    if v > TWIN_SCHEMA_VERSION:
+        raise HarnessError(f"twin spec {p} has schema_version {v}, newer than this harness understands ({TWIN_SCHEMA_VERSION}); upgrade the harness.")
+    try:
+        settings = LlamaServerSettings(**d["settings"])
+        st = d["step_times"]
+        if st.get("kind") != "roofline":
+            raise HarnessError(f"twin spec {p}: step_times.kind {st.get('kind')!r} cannot be rebuilt from JSON; known: roofline.")
+        model = ModelSpec(**st["model_spec"])
+        times = RooflineStepTimes(model, st["flops_per_s"], st["bytes_per_s"], st["weight_bytes_per_param"],
+                                  st["kv_bytes_per_elem"], st.get("source", "roofline"))
+        return TwinSpec(d["engine"], settings, times, d["model"], d["source"], tuple(d.get("notes", ())))
+    except (KeyError, TypeError) as exc:
+        raise HarnessError(f"twin spec {p} is missing or has a bad field ({exc}); regenerate it with `harness loop cpu`.") from None
+
+
+# ---- workloads as the twin sees them
+
+
+def prefix_hashes(group: int, prefix_tokens: int) -> tuple[int, ...]:
+    """Block hashes of a shared prompt prefix (the same blocks for the same group)."""
+    if group < 0 or prefix_tokens < PREFIX_BLOCK_TOKENS:
+        return ()
+    return tuple(hash(("prefix", group, b)) for b in range(prefix_tokens // PREFIX_BLOCK_TOKENS))
+
+
+def requests_from_rows(rows: Sequence[dict[str, Any]]) -> list[ArrivingRequest]:
+    """A workload artifact's rows (intended_s, prompt_tokens_target, max_tokens, prefix_group, prefix_tokens)."""
+    out = []
+    for r in rows:
+        t = r["intended_s"]
+        if t is None or (isinstance(t, float) and math.isnan(t)):
+            raise HarnessError("the twin simulates open-loop workloads; a multi-turn artifact (turns after a pause) is not supported yet.")
+        out.append(ArrivingRequest(float(t), int(r["prompt_tokens_target"]), int(r["max_tokens"]),
+                                   prefix_hashes(int(r.get("prefix_group", -1)), int(r.get("prefix_tokens", 0)))))
+    return sorted(out, key=lambda a: a.arrival_s)
+
+
+def requests_from_schedule(intended_s: Sequence[float], input_tokens: int, output_tokens: int) -> list[ArrivingRequest]:
+    return [ArrivingRequest(float(t), int(input_tokens), int(output_tokens)) for t in intended_s]
+
+
+def predict_point(make_scheduler: Callable[[], Any], requests: Sequence[ArrivingRequest], *, rate_per_s: float,
+                  span_s: float, warmup_s: float = 0.0, cooldown_s: float = 0.0) -> ServedFigures:
+    """Simulate the whole workload; figures over the window of intended sends [warmup_s, span_s − cooldown_s)."""
+    w1 = max(warmup_s, span_s - cooldown_s)
+    run = simulate(make_scheduler, requests, window=(warmup_s, w1))
+    return summarise_run(run, rate_per_s)
+
+
+def capacity(make_scheduler: Callable[[], Any], input_tokens: int, output_tokens: int, *, slots: int) -> tuple[float, float]:
+    """(requests/s, output tokens/s) at saturation for one prompt/output shape."""
+    return saturation_capacity(make_scheduler, [(input_tokens, output_tokens)], n_requests=max(40, 12 * slots))

@@ -1,0 +1,137 @@
+"""llama-server's scheduler in the twin: slot assignment, -b/-ub batching, split rules, SWA checkpoint breaks,
+continuous batching off, context limits; checked on exact simulated instants with known step times."""
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.target.des import ArrivingRequest, simulate
+from harness.target.llama_server import (
+    LlamaServerScheduler, LlamaServerSettings, UBatch, settings_from_engine, split_ubatches, ubatch_time_s,
+)
+
+
+class Linear:
+    """Known step times: prefill 1 ms per new token (+0.1 ms per cached), decode step 10 ms + 1 ms per sequence."""
+
+    def prefill_time_s(self, prompt_tokens, cached_tokens=0):
+        return 1e-3 * prompt_tokens + 1e-4 * cached_tokens
+
+    def decode_step_time_s(self, batch, context_tokens):
+        return 0.010 + 0.001 * batch
+
+
+def sched(**kw):
+    s = LlamaServerSettings(**{"slots": 4, "ctx_size": 4096, **kw})
+    return lambda: LlamaServerScheduler(s, Linear())
+
+
+def run(reqs, **kw):
+    return simulate(sched(**kw), [ArrivingRequest(*r) for r in reqs])
+
+
+def test_lone_request_is_prefill_then_steps():
+    r = run([(0.0, 100, 5)])
+    assert r.first_token_s[0] == pytest.approx(0.100)  # 100 prompt tokens in one iteration, first token sampled there
+    # 4 more tokens, each one decode step at batch 1 (11 ms)
+    assert r.finished_s[0] == pytest.approx(0.100 + 4 * 0.011)
+
+
+def test_swa_checkpoints_split_the_prompt_tail():
+    # Gemma 3 (SWA): the server stops 4 + ub and 4 tokens before the prompt's end; 600 tokens, ub 512 -> 84 + 512 + 4
+    r = run([(0.0, 600, 1)], swa_checkpoints=True)
+    assert r.first_token_s[0] == pytest.approx(0.084 + (0.512 + 84 * 1e-4) + (0.004 + 596 * 1e-4))
+    r = run([(0.0, 600, 1)])  # no SWA: one 600-token batch, two micro-batches (512, then 88 after 512 cached)
+    assert r.first_token_s[0] == pytest.approx(0.600 + 512 * 1e-4)
+
+
+def test_batch_size_chunks_long_prompts():
+    # -b 256: a 600-token prompt takes three iterations (256, 256, 88), each chunk attending to the cached part
+    r = run([(0.0, 600, 1)], batch_size=256, ubatch_size=256)
+    assert r.first_token_s[0] == pytest.approx(0.600 + 1e-4 * (256 + 512))
+
+
+def test_arrival_during_an_iteration_waits_for_its_end():
+    r = run([(0.0, 100, 1), (0.01, 100, 1)])
+    # the second request is assigned when the first iteration ends (0.1 s) and runs its own prompt then
+    assert r.first_token_s[1] == pytest.approx(0.200)
+
+
+def test_slots_bound_concurrency_fifo():
+    r = run([(0.0, 10, 3)] * 3, slots=2)
+    # two slots take the first two; the third waits until a slot is released
+    assert r.first_token_s[2] > r.finished_s[0] - 1e-12
+
+
+def test_lru_picks_the_last_slot_first_and_split_equal_needs_consecutive_ids():
+    # with -np 4 and no unified KV, the first request lands in slot 3, the second in slot 2 (LRU ties -> last)
+    s = LlamaServerScheduler(LlamaServerSettings(slots=4, ctx_size=4096), Linear())
+    from harness.target.timeline import SimRequest, Timeline
+
+    tl = Timeline()
+    s.bind(tl, lambda items, t: None, lambda r, t: None)
+    a, b = SimRequest("a", 10, 50), SimRequest("b", 10, 50)
+    s.submit(a, 0.0)
+    s.submit(b, 0.0)  # arrives while a's first iteration runs: assigned when it ends (10 ms)
+    assert [x.req.request_id if x.req else None for x in s.slots] == [None, None, None, "a"]
+    tl.run_due(0.0101)
+    assert [x.req.request_id if x.req else None for x in s.slots] == [None, None, "b", "a"]
+
+
+def test_split_rules():
+    decode = [(0, 1, 10, False), (2, 1, 10, False)]
+    # non-consecutive slots: two micro-batches (two passes over the weights); unified KV: one
+    assert [u.n_tokens for u in split_ubatches(decode, 512, unified=False)] == [1, 1]
+    assert [u.n_tokens for u in split_ubatches(decode, 512, unified=True)] == [2]
+    mixed = [(0, 1, 10, False), (1, 1, 10, False), (2, 300, 0, True)]
+    # equal split: one token from each of slots 0, 1, 2, then the rest of the prompt alone
+    assert [u.n_tokens for u in split_ubatches(mixed, 512, unified=False)] == [3, 299]
+    assert [u.n_tokens for u in split_ubatches(mixed, 256, unified=True)] == [256, 46]
+    # two prompts side by side split equally, n_ubatch // n_seqs tokens each
+    two = [(0, 400, 0, True), (1, 400, 0, True)]
+    assert [u.n_tokens for u in split_ubatches(two, 512, unified=False)] == [512, 288]
+
+
+def test_ubatch_time_cases():
+    st = Linear()
+    assert ubatch_time_s(UBatch(((0, 1, 9, False), (1, 1, 19, False))), st) == pytest.approx(0.012)
+    assert ubatch_time_s(UBatch(((0, 50, 100, True),)), st) == pytest.approx(0.05 + 0.01)
+    # mixed: the decode token rides in the prompt's pass; the longer of the two
+    assert ubatch_time_s(UBatch(((0, 1, 9, False), (1, 50, 0, True))), st) == pytest.approx(0.051)
+
+
+def test_no_cont_batching_holds_prompts_while_decoding():
+    on = run([(0.0, 10, 20), (0.05, 10, 2)])
+    off = run([(0.0, 10, 20), (0.05, 10, 2)], cont_batching=False)
+    assert on.first_token_s[1] < on.finished_s[0]
+    assert off.first_token_s[1] > off.finished_s[0] - 1e-12  # waits until nothing is generating
+
+
+def test_prompt_cache_reuses_the_slot_prefix():
+    h = (11, 22)
+    reqs = [ArrivingRequest(0.0, 1100, 1, h), ArrivingRequest(5.0, 1100, 1, h)]
+    r = simulate(sched(slots=1), reqs)
+    full = 1.1 + 1e-4 * (512 + 1024)  # micro-batches of 512, 512, 76 tokens
+    assert r.first_token_s[0] == pytest.approx(full)
+    # 1024 tokens (two 512-token blocks) reused: 76 new tokens after 1024 cached
+    assert r.first_token_s[1] - 5.0 == pytest.approx(0.076 + 1e-4 * 1024)
+    r = simulate(sched(slots=1, cache_prompt=False), reqs)
+    assert r.first_token_s[1] - 5.0 == pytest.approx(full)
+
+
+def test_context_limits():
+    r = run([(0.0, 2000, 5)], ctx_size=4096, slots=4)  # slot context 1024
+    assert r.rejected == 1
+    r = run([(0.0, 1000, 100)], ctx_size=4096, slots=4)
+    assert r.output_tokens[0] == 24  # generation stops at the slot's context
+
+
+def test_settings_from_engine_flags():
+    class O:
+        parallel, ctx_size, batch_size, ubatch_size, cont_batching = 4, 8192, 2048, 512, True
+
+    s = settings_from_engine(O, ["--kv-unified", "-sps", "0.5"], sliding_window=512, n_ctx_train=32768)
+    assert s.kv_unified and s.slot_prompt_similarity == 0.5 and s.swa_checkpoints and s.n_ctx_slot == 8192
+    assert not settings_from_engine(O, ["--swa-full"], sliding_window=512).swa_checkpoints
+    assert settings_from_engine(O, [], sliding_window=None).n_ctx_slot == 2048
+    with pytest.raises(HarnessError, match="slots"):
+        LlamaServerSettings(slots=0)
