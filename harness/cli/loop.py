@@ -3,9 +3,12 @@
   harness loop cpu                              Gemma 3 270M on llama.cpp, prompt 512, batches 1,2,4
   harness loop cpu --quick --reps 1             a fast pass (shorter calibration, one repetition)
   harness loop cpu --markdown docs/loop-cpu-result.md
+  harness loop cpu --model PATH.gguf            any GGUF on the config's llama.cpp flags
 
-Prints predicted vs measured with the error and, for each quantity, which roofline term is wrong
-and by how much; stores the run (kind loop-cpu) under --results. Method: docs/loop-cpu.md.
+Calibrates the host, predicts the isolated stages with the Chapter 9 roofline and the served load
+(each mix at each arrival rate, as fractions of the predicted capacity) with the engine's digital
+twin, measures both on the real engine with the load generator, and prints predicted vs measured
+with the error; stores the run (kind loop-cpu) under --results. Method: docs/loop-cpu.md.
 """
 
 from __future__ import annotations
@@ -28,6 +31,21 @@ def _batches(text: str) -> tuple[int, ...]:
     return out
 
 
+def _mixes(text: str) -> tuple[tuple[int, int], ...]:
+    try:
+        out = tuple((int(a), int(b)) for a, b in (x.split("/") for x in text.split(",") if x.strip()))
+    except ValueError:
+        raise HarnessError(f"--mixes must be INPUT/OUTPUT token pairs such as 512/64,128/256, got {text!r}.") from None
+    return out
+
+
+def _fractions(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise HarnessError(f"--rates must be comma-separated fractions of the predicted capacity such as 0.2,0.5,0.8,1.2, got {text!r}.") from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("target", choices=["cpu"], help="which loop (cpu: llama.cpp on this host)")
@@ -36,8 +54,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--decode-prompt-tokens", type=int, default=32, help="prompt length of the decode requests (default 32)")
     parser.add_argument("--output-tokens", type=int, default=64, help="tokens generated per decode request (default 64)")
     parser.add_argument("--batches", default="1,2,4", help="decode batch sizes = concurrent requests (default 1,2,4)")
-    parser.add_argument("--reps", type=int, default=3, help="repetitions of each measurement; the median is reported (default 3)")
-    parser.add_argument("--quick", action="store_true", help="short calibration budget")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of each stage measurement; the median is reported (default 3, 1 with --quick)")
+    parser.add_argument("--model", default=None, help="a .gguf file to serve instead of the config's model (any GGUF)")
+    parser.add_argument("--mixes", default="512/64,128/256", help="served-load prompt/output token mixes (default: %(default)s)")
+    parser.add_argument("--rates", default="0.2,0.5,0.8,1.2", help="arrival rates as fractions of the predicted capacity (default: %(default)s)")
+    parser.add_argument("--point-duration-s", type=float, default=None, help="seconds of load per served point (default 60; 10 with --quick)")
+    parser.add_argument("--seed", type=int, default=0, help="workload seed (arrivals and prompts; the twin replays the same)")
+    parser.add_argument("--no-stages", action="store_true", help="skip the isolated prefill/decode measurements")
+    parser.add_argument("--no-served", action="store_true", help="skip the served-load points")
+    parser.add_argument("--quick", action="store_true", help="short calibration budget, 10 s served points, one repetition")
     parser.add_argument("--results", default="results", help="results folder (default: %(default)s)")
     parser.add_argument("--no-store", action="store_true", help="do not write a run")
     parser.add_argument("--markdown", default=None, help="also write the report as Markdown to this file")
@@ -46,13 +71,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.engines.cpu_loop import render_markdown, run_loop  # noqa: PLC0415
+    from harness.loop.render import render_markdown  # noqa: PLC0415
+    from harness.loop.run import LoopOptions, run_loop  # noqa: PLC0415
 
-    rep = run_loop(
-        args.config, prompt_tokens=args.prompt_tokens, decode_prompt_tokens=args.decode_prompt_tokens,
-        output_tokens=args.output_tokens, batches=_batches(args.batches), reps=args.reps, quick=args.quick,
-        results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=["harness", *sys.argv[1:]],
+    opts = LoopOptions(
+        config=args.config, model=args.model, prompt_tokens=args.prompt_tokens, decode_prompt_tokens=args.decode_prompt_tokens,
+        output_tokens=args.output_tokens, batches=_batches(args.batches), reps=1 if args.quick and args.reps == 3 else args.reps,
+        quick=args.quick, stages=not args.no_stages, served=not args.no_served, mixes=_mixes(args.mixes),
+        rate_fractions=_fractions(args.rates), point_duration_s=args.point_duration_s, seed=args.seed,
+        results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
     )
+    rep = run_loop(opts)
     md = render_markdown(rep)
     if args.markdown:
         out = Path(args.markdown)

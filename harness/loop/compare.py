@@ -1,0 +1,168 @@
+"""Step 4 of the CPU loop: compare predicted with measured, and say which roofline term is wrong and by how much."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from harness.loop.measure import CpuShare, Measured
+from harness.loop.predict import Predicted
+
+@dataclass(frozen=True)
+class Comparison:
+    quantity: str
+    predicted: float
+    measured: float  # engine-side
+    measured_client: float | None
+    error_pct: float  # (predicted - measured) / measured
+    bound: str
+    compute_s: float
+    memory_s: float
+    verdict: str
+    engine_cpu_share: float | None = None
+    contended: bool = False  # the engine got less than CpuShare.SHARE_OK of its cores: rerun on an idle host
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+
+def _is_time(q: str) -> bool:
+    """A duration (ttft_s), not a rate (prefill_tokens_per_s)."""
+    return q.endswith("_s") and not q.endswith("_per_s")
+
+
+def verdict(p: Predicted, measured: float) -> str:
+    """Which roofline term is wrong and by how much, stated from the measurement."""
+    if _is_time(p.quantity):
+        actual_s = measured
+    else:
+        units = p.value * max(p.compute_s, p.memory_s)  # tokens in the unit of work
+        actual_s = units / measured
+    term_s = p.compute_s if p.bound == "compute" else p.memory_s
+    other_s = p.memory_s if p.bound == "compute" else p.compute_s
+    ratio = actual_s / term_s if term_s > 0 else math.inf
+    if abs(ratio - 1) <= 0.2:
+        return f"within 20%: the {p.bound} term ({term_s * 1e3:.3g} ms) explains the measured {actual_s * 1e3:.3g} ms"
+    if ratio > 1:
+        implied = (p.flops if p.bound == "compute" else p.bytes) / actual_s
+        unit = "GFLOP/s" if p.bound == "compute" else "GB/s"
+        return (f"the {p.bound} term is {ratio:.2f}× too small ({term_s * 1e3:.3g} ms predicted, {actual_s * 1e3:.3g} ms "
+                f"measured): the engine reaches {implied / 1e9:.3g} {unit} on this work, not the calibrated "
+                f"{(p.flops if p.bound == 'compute' else p.bytes) / term_s / 1e9:.3g}; the other term is {other_s * 1e3:.3g} ms")
+    return (f"the engine is {1 / ratio:.2f}× faster than the {p.bound} term ({term_s * 1e3:.3g} ms predicted, "
+            f"{actual_s * 1e3:.3g} ms measured): the calibrated constant understates what the engine's kernels reach")
+
+
+def compare(predicted: list[Predicted], measured: list[Measured]) -> list[Comparison]:
+    by_q = {m.quantity: m for m in measured}
+    out = []
+    for p in predicted:
+        m = by_q.get(p.quantity)
+        if m is None:
+            continue
+        contended = m.engine_cpu_share is not None and m.engine_cpu_share < CpuShare.SHARE_OK
+        v = verdict(p, m.value)
+        if contended:
+            v = (f"CONTENDED: the engine got {m.engine_cpu_share:.0%} of its cores while measured (other processes ran); "
+                 f"the number reflects that, rerun on an idle host. {v}")
+        out.append(Comparison(p.quantity, p.value, m.value, m.client_value, (p.value - m.value) / m.value * 100.0,
+                              p.bound, p.compute_s, p.memory_s, v, m.engine_cpu_share, contended))
+    return out
+
+
+
+
+# ---------------------------------------------------------------- served load
+
+# the issue's targets on held-out, uncontended points (issue 15): capacity within 5 %, TTFT p50 and TPOT p50 within 10 %
+TARGETS_PCT = {"capacity_rps": 5.0, "ttft_p50_s": 10.0, "tpot_p50_s": 10.0}
+SERVED_METRICS = ("request_throughput_per_s", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "e2e_p50_s")
+
+
+@dataclass(frozen=True)
+class ServedComparison:
+    """One metric at one (mix, rate) point: the twin's prediction against the load generator's measurement."""
+
+    mix: str
+    point: int
+    rate_per_s: float
+    rate_fraction_of_capacity: float
+    metric: str
+    predicted: float | None
+    measured: float | None
+    error_pct: float | None  # (predicted − measured) / measured
+    held_out: bool  # no part of this point was used to fit anything the prediction uses
+    contended: bool  # the engine got < 85 % of its cores while it had work: excluded from the verdict
+    engine_cpu_share: float | None
+    target_pct: float | None  # the issue's tolerance for this metric (None: reported, not judged)
+    met: bool | None  # within target (None: not judged: no target, contended, or missing)
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _err(p: float | None, m: float | None) -> float | None:
+    if p is None or m is None or not m or not math.isfinite(p) or not math.isfinite(m):
+        return None
+    return (p - m) / m * 100.0
+
+
+def compare_served(mix: str, point: int, rate: float, fraction: float, pred: Any, meas: Any, *, held_out: bool = True) -> list[ServedComparison]:
+    """Every served metric at one point; `pred` a ServedFigures, `meas` a ServedMeasurement."""
+    out = []
+    for metric in SERVED_METRICS:
+        p, m = getattr(pred, metric), getattr(meas, metric)
+        e = _err(p, m)
+        tgt = TARGETS_PCT.get(metric)
+        met = None if (tgt is None or e is None or meas.contended or not held_out) else abs(e) <= tgt
+        out.append(ServedComparison(mix, point, rate, fraction, metric, p, m, e, held_out, meas.contended, meas.engine_cpu_share, tgt, met))
+    return out
+
+
+def compare_capacity(mix: str, point: int, rate: float, fraction: float, predicted_rps: float, meas: Any, *,
+                     held_out: bool = True) -> ServedComparison:
+    """Predicted saturation capacity against the measured completion rate at a point above predicted capacity.
+
+    The measurement is a capacity only when the engine was saturated there: served less than 97 % of what
+    was offered. Otherwise it is a lower bound (the twin under-predicted capacity) and is reported, not judged."""
+    m = meas.saturated_rps
+    saturated = meas.request_throughput_per_s < 0.97 * rate
+    e = _err(predicted_rps, m)
+    tgt = TARGETS_PCT["capacity_rps"]
+    note = "measured: completions/s between the 20th and 80th percentile completion at this overloaded point"
+    met = None
+    if not saturated:
+        note = (f"not saturated at {rate:.3g} req/s (served {meas.request_throughput_per_s:.3g}/s): the measured figure is "
+                "a lower bound on capacity, not judged")
+    elif e is not None and not meas.contended and held_out:
+        met = abs(e) <= tgt
+    return ServedComparison(mix, point, rate, fraction, "capacity_rps", predicted_rps, m, e, held_out, meas.contended,
+                            meas.engine_cpu_share, tgt, met, note)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    judged: int
+    met: int
+    contended_points: int
+    points: int
+    failures: tuple[str, ...]
+
+    @property
+    def all_met(self) -> bool:
+        return self.judged > 0 and self.met == self.judged
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "all_met": self.all_met}
+
+
+def served_verdict(rows: list[ServedComparison]) -> Verdict:
+    judged = [r for r in rows if r.met is not None]
+    pts = {(r.mix, r.point) for r in rows}
+    cont = {(r.mix, r.point) for r in rows if r.contended}
+    fails = tuple(f"{r.mix} @ {r.rate_per_s:.3g} req/s: {r.metric} {r.error_pct:+.1f}% (target ±{r.target_pct:g}%)"
+                  for r in judged if not r.met)
+    return Verdict(len(judged), sum(1 for r in judged if r.met), len(cont), len(pts), fails)

@@ -1,0 +1,349 @@
+"""Step 3 of the CPU loop: measure the real llama-server — isolated stages (prefill, decode at batch B) and served load.
+
+Prompts of exactly P token ids (cache_prompt off) for prefill and TTFT; B concurrent streams for
+decode; each request's client view is cross-checked against the engine's own `timings` and `usage`.
+The engine's CPU share over each measurement guards against a shared machine (CpuShare).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from harness.engines import http
+from harness.errors import HarnessError
+
+@dataclass(frozen=True)
+class RequestCheck:
+    """One request: what the client saw next to what the engine reported (the per-run cross-check)."""
+
+    phase: str  # "prefill" | "decode@B"
+    rep: int
+    client_ttft_s: float | None
+    engine_prompt_s: float | None  # timings.prompt_ms
+    ttft_minus_engine_prompt_s: float | None  # client overhead + first sampling + HTTP
+    engine_prompt_tokens: int | None  # timings.prompt_n
+    usage_prompt_tokens: int | None
+    client_chunks: int
+    usage_completion_tokens: int | None
+    engine_predicted_tokens: int | None  # timings.predicted_n
+    chunks_minus_usage: int | None
+    engine_decode_s: float | None  # timings.predicted_ms
+    client_decode_s: float | None  # first to last chunk
+    e2e_s: float
+    error: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _check(phase: str, rep: int, s: http.StreamResult) -> RequestCheck:
+    t = s.timings or {}
+    u = s.usage or {}
+    pm = t.get("prompt_ms")
+    eng_p = pm / 1e3 if isinstance(pm, (int, float)) else None
+    dm = t.get("predicted_ms")
+    n = len(s.chunk_times_s)
+    uc = u.get("completion_tokens")
+    return RequestCheck(
+        phase=phase, rep=rep, client_ttft_s=s.ttft_s, engine_prompt_s=eng_p,
+        ttft_minus_engine_prompt_s=(s.ttft_s - eng_p) if (s.ttft_s is not None and eng_p is not None) else None,
+        engine_prompt_tokens=t.get("prompt_n"), usage_prompt_tokens=u.get("prompt_tokens"),
+        client_chunks=n, usage_completion_tokens=uc, engine_predicted_tokens=t.get("predicted_n"),
+        chunks_minus_usage=(n - uc) if isinstance(uc, int) else None,
+        engine_decode_s=dm / 1e3 if isinstance(dm, (int, float)) else None,
+        client_decode_s=(s.chunk_times_s[-1] - s.chunk_times_s[0]) if n >= 2 else None,
+        e2e_s=s.e2e_s, error=s.error,
+    )
+
+
+def process_cpu_s(pid: int | None) -> float | None:
+    """CPU seconds (user + system, all threads) a process has used, from /proc; None where unavailable."""
+    if pid is None:
+        return None
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class CpuShare:
+    """The share of its `threads` cores the engine process got over a measured interval.
+
+    llama.cpp's threads meet at a barrier every operation; when another process takes a core, the
+    whole step waits for the descheduled thread, so throughput can fall far below the lost share.
+    A share under SHARE_OK marks the measurement as contended (a warning with the remedy, not a silent number).
+    """
+
+    SHARE_OK = 0.85
+
+    def __init__(self, pid: int | None, threads: int):
+        self.pid, self.threads = pid, threads
+        self.cpu0 = process_cpu_s(pid)
+        self.t0 = time.perf_counter()
+
+    def share(self) -> float | None:
+        c1 = process_cpu_s(self.pid)
+        wall = time.perf_counter() - self.t0
+        if c1 is None or self.cpu0 is None or wall <= 0:
+            return None
+        return (c1 - self.cpu0) / (wall * self.threads)
+
+
+def token_prompt(n: int, seed: int, vocab: int) -> list[int]:
+    """n pseudo-random ordinary token ids (away from the special tokens at both ends of the vocabulary)."""
+    import random  # noqa: PLC0415
+
+    rng = random.Random(seed)
+    lo, hi = 1000, max(1001, min(vocab - 1000, 200_000))
+    return [rng.randrange(lo, hi) for _ in range(n)]
+
+
+def _body(model: str, prompt: list[int], max_tokens: int) -> dict[str, Any]:
+    # cache_prompt off: each measurement processes its whole prompt; ignore_eos: exactly max_tokens
+    return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "cache_prompt": False,
+            "ignore_eos": True}
+
+
+@dataclass(frozen=True)
+class Measured:
+    quantity: str
+    value: float  # engine-side figure (llama.cpp's own timings) — the primary measurement
+    client_value: float | None  # the same quantity from the client's clock
+    samples: tuple[float, ...]
+    note: str
+    engine_cpu_share: float | None = None  # median share of its cores the engine got while measured
+
+
+def measure_prefill(endpoint: str, model: str, prompt_tokens: int, vocab: int, reps: int, pid: int | None = None,
+                    threads: int = 1) -> tuple[list[Measured], list[RequestCheck]]:
+    checks: list[RequestCheck] = []
+    rates, client_rates, ttft, eng_ttft, shares = [], [], [], [], []
+    for rep in range(reps):
+        cs = CpuShare(pid, threads)
+        s = http.stream(endpoint + "/v1/completions", _body(model, token_prompt(prompt_tokens, 1000 + rep, vocab), 1))
+        sh = cs.share()
+        if sh is not None:
+            shares.append(sh)
+        if s.status != 200 or s.error:
+            raise HarnessError(f"prefill measurement request failed (HTTP {s.status}): {s.error}")
+        c = _check("prefill", rep, s)
+        checks.append(c)
+        if c.engine_prompt_tokens != prompt_tokens:
+            raise HarnessError(
+                f"llama.cpp processed {c.engine_prompt_tokens} prompt tokens, not {prompt_tokens}; is the prompt cache on "
+                "or the slot context too small? (ctx_size / parallel must exceed the prompt)"
+            )
+        rates.append(prompt_tokens / c.engine_prompt_s)
+        ttft.append(c.client_ttft_s)
+        eng_ttft.append(c.engine_prompt_s)
+        client_rates.append(prompt_tokens / c.client_ttft_s)
+    med = statistics.median
+    share = med(shares) if shares else None
+    return [
+        Measured("prefill_tokens_per_s", med(rates), med(client_rates), tuple(rates),
+                 "engine: prompt_n / prompt_ms; client: P / TTFT", share),
+        Measured("ttft_s", med(eng_ttft), med(ttft), tuple(ttft),
+                 "engine: timings.prompt_ms; client: first streamed token (includes HTTP, tokenizer, first sampling)", share),
+    ], checks
+
+
+def measure_decode(endpoint: str, model: str, batch: int, prompt_tokens: int, output_tokens: int, vocab: int,
+                   reps: int, pid: int | None = None, threads: int = 1) -> tuple[Measured, list[RequestCheck]]:
+    """`batch` concurrent streams started together; aggregate tokens/s = Σ per-request decode rates."""
+    checks: list[RequestCheck] = []
+    agg_eng, agg_client, shares = [], [], []
+    for rep in range(reps):
+        cs = CpuShare(pid, threads)
+        results: list[http.StreamResult | None] = [None] * batch
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(batch)
+
+        def one(i: int) -> None:
+            try:
+                body = _body(model, token_prompt(prompt_tokens, 7919 * rep + i, vocab), output_tokens)
+                barrier.wait(timeout=30)
+                results[i] = http.stream(endpoint + "/v1/completions", body)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                errors.append(exc)
+
+        workers = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(batch)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join(timeout=600)
+        sh = cs.share()
+        if sh is not None:
+            shares.append(sh)
+        if errors:
+            raise errors[0]
+        eng = cli = 0.0
+        for r in results:
+            if r is None or r.status != 200 or r.error:
+                raise HarnessError(f"decode measurement at batch {batch} failed: {None if r is None else (r.status, r.error)}")
+            c = _check(f"decode@{batch}", rep, r)
+            checks.append(c)
+            n = c.engine_predicted_tokens or 0
+            if n < 2 or not c.engine_decode_s:
+                raise HarnessError(f"decode measurement at batch {batch}: the engine generated {n} tokens; need >= 2.")
+            eng += n / c.engine_decode_s
+            if c.client_decode_s:
+                cli += (c.client_chunks - 1) / c.client_decode_s
+        agg_eng.append(eng)
+        agg_client.append(cli)
+    return Measured(f"decode_tokens_per_s@{batch}", statistics.median(agg_eng), statistics.median(agg_client),
+                    tuple(agg_eng), "engine: Σ predicted_n / predicted_ms over the concurrent requests; client: Σ (chunks-1)/(last-first chunk)",
+                    statistics.median(shares) if shares else None), checks
+
+
+
+
+# ---------------------------------------------------------------- served load
+
+
+def fit_prompts(endpoint: str, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """Rewrite each row's prompt so the engine's tokenizer makes it exactly prompt_tokens_target tokens (BOS included).
+
+    Uses llama-server's /tokenize and /detokenize (the engine's own tokenizer); returns the rows and how
+    many could not be made exact (their target is replaced by the engine's count, so the twin sees the truth).
+    """
+    out, inexact = [], 0
+    bos = _tokenize(endpoint, "", True)  # what the server adds to every prompt (BOS for most models)
+    n_special = len(bos)
+    for r in rows:
+        target = int(r["prompt_tokens_target"]) - n_special
+        ids = _tokenize(endpoint, r["prompt"], False)
+        while len(ids) < target:  # synthetic words: extend by repetition
+            ids = ids + ids[: target - len(ids)]
+        ids = ids[:target]
+        text = _detokenize(endpoint, ids)
+        n = len(_tokenize(endpoint, text, True))
+        if n != target + n_special:
+            inexact += 1
+        out.append({**r, "prompt": text, "prompt_tokens_target": n})
+    return out, inexact
+
+
+def _tokenize(endpoint: str, text: str, add_special: bool) -> list[int]:
+    r = http.post_json(endpoint + "/tokenize", {"content": text, "add_special": add_special})
+    if r.status != 200:
+        raise HarnessError(f"llama-server /tokenize answered HTTP {r.status}: {r.text[:200]}")
+    toks = r.json().get("tokens")
+    if not isinstance(toks, list):
+        raise HarnessError(f"llama-server /tokenize returned no token list: {r.text[:200]}")
+    return [t if isinstance(t, int) else t.get("id") for t in toks]
+
+
+def _detokenize(endpoint: str, ids: list[int]) -> str:
+    r = http.post_json(endpoint + "/detokenize", {"tokens": ids})
+    if r.status != 200:
+        raise HarnessError(f"llama-server /detokenize answered HTTP {r.status}: {r.text[:200]}")
+    return str(r.json().get("content", ""))
+
+
+@dataclass(frozen=True)
+class ServedMeasurement:
+    """One load run against the real engine: the load generator's figures plus the engine's share of its cores."""
+
+    mix: str
+    rate_per_s: float
+    run_dir: str
+    requests_total: int
+    requests_ok: int
+    errors_by_class: dict[str, int]
+    request_throughput_per_s: float
+    output_tokens_per_s: float
+    ttft_p50_s: float | None
+    ttft_p90_s: float | None
+    tpot_p50_s: float | None
+    e2e_p50_s: float | None
+    saturated_rps: float | None  # completions/s between the 20th and 80th percentile completion
+    engine_busy_s: float  # union of [sent, last byte] over the requests: the engine had work
+    engine_cpu_share: float | None  # engine CPU-s / (busy_s × threads)
+    engine_prompt_tokens_median: float | None  # timings.prompt_n as the engine counted
+    engine_output_tokens_median: float | None
+
+    @property
+    def contended(self) -> bool:
+        return self.engine_cpu_share is not None and self.engine_cpu_share < CpuShare.SHARE_OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "contended": self.contended}
+
+
+def busy_union_s(intervals: list[tuple[float, float]]) -> float:
+    """Total length of the union of [start, end) intervals (seconds)."""
+    tot, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                tot += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        tot += cur_e - cur_s
+    return tot
+
+
+def saturated_rate(finished_s: list[float]) -> float | None:
+    """Completions per second between the 20th and 80th percentile completion instant (None below 5 completions)."""
+    fin = sorted(finished_s)
+    if len(fin) < 5:
+        return None
+    i20, i80 = int(0.2 * len(fin)), int(0.8 * len(fin))
+    span = fin[i80] - fin[i20]
+    return (i80 - i20) / span if span > 0 else None
+
+
+def _run_load(cfg: Any, workdir: Any, timeout_s: float) -> Any:
+    try:
+        from harness.bench import run_load  # type: ignore[attr-defined]  # noqa: PLC0415 - the use-case layer, once it exists
+    except ImportError:
+        from workloads.runner import run_load  # noqa: PLC0415
+    return run_load(cfg, workdir, progress=None, timeout_s=timeout_s)
+
+
+def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float, artifact_path: str, span_s: float,
+                   results_dir: str, workdir: Any, pid: int | None, threads: int, request_timeout_s: float) -> ServedMeasurement:
+    """Run the load generator on one artifact against the engine and read its stored requests table."""
+    from harness.records import new_run_id  # noqa: PLC0415
+    from harness.store import Run  # noqa: PLC0415
+    from workloads.config import LoadConfig, SummaryOptions  # noqa: PLC0415
+
+    cfg = LoadConfig(
+        target_url=endpoint, artifact_path=str(artifact_path), run_id=new_run_id("loop-load"), results_dir=results_dir,
+        model=served_name, max_concurrency=256, request_timeout_s=request_timeout_s, drain_timeout_s=request_timeout_s + 10.0,
+        scrape=[{"role": "all", "url": f"{endpoint}/metrics"}], extra_body={"ignore_eos": True},
+        summary=SummaryOptions(warmup_s=0.0, cooldown_s=0.0, slo_ttft_s=None, slo_tpot_s=None, slo_e2e_s=None),
+        manifest_extra={"bench": "loop-cpu served point", "mix": mix, "rate_per_s": rate_per_s},
+        engine={"name": "llama.cpp", "simulated": False, "url": endpoint}, progress=False,
+    )
+    cpu0 = process_cpu_s(pid)
+    run_dir = _run_load(cfg, workdir, span_s + cfg.drain_timeout_s + 120.0)
+    cpu1 = process_cpu_s(pid)
+    run = Run(run_dir)
+    s = run.json("summary.json")["load"]
+    df = run.table("requests")
+    ok = df[df["error_class"] == "ok"]
+    busy = busy_union_s([(a / 1e9, b / 1e9) for a, b in zip(df["sent_ns"], df["last_byte_ns"]) if a is not None and b is not None
+                         and a == a and b == b])
+    share = None
+    if cpu0 is not None and cpu1 is not None and busy > 0:
+        share = (cpu1 - cpu0) / (busy * threads)
+    med = (lambda col: float(ok[col].median()) if len(ok) and col in ok and ok[col].notna().any() else None)
+    pct = (lambda k, q: (s.get(k) or {}).get(q))
+    return ServedMeasurement(
+        mix=mix, rate_per_s=rate_per_s, run_dir=str(run_dir), requests_total=int(s["requests_total"]),
+        requests_ok=int(s["requests_ok"]), errors_by_class=dict(s["errors_by_class"]),
+        request_throughput_per_s=float(s["request_throughput_per_s"]), output_tokens_per_s=float(s["output_tokens_per_s"]),
+        ttft_p50_s=pct("ttft_s", "p50"), ttft_p90_s=pct("ttft_s", "p90"), tpot_p50_s=pct("tpot_s", "p50"), e2e_p50_s=pct("e2e_s", "p50"),
+        saturated_rps=saturated_rate([float(x) / 1e9 for x in ok["last_byte_ns"]]) if len(ok) else None,
+        engine_busy_s=busy, engine_cpu_share=share,
+        engine_prompt_tokens_median=med("engine_prompt_n"), engine_output_tokens_median=med("engine_predicted_n"),
+    )

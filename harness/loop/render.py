@@ -1,0 +1,132 @@
+"""Step 5 of the CPU loop: render the report as Markdown (what docs/loop-cpu.md shows)."""
+
+from __future__ import annotations
+
+import statistics
+
+from harness.loop.compare import _is_time
+from harness.loop.report import LoopReport
+from harness.units import fmt_ms, fmt_num
+
+
+def _fmt(q: str, v: float | None) -> str:
+    return fmt_ms(v) if _is_time(q) else fmt_num(v, ".1f")
+
+
+def render_markdown(r: LoopReport) -> str:
+    """The loop's report as Markdown (what docs/loop-cpu.md shows)."""
+    c = r.constants
+    s = r.settings
+    if r.status != "complete":
+        head = [f"**Run {r.status}**: {r.error}", "", "What was measured before that is below; the partial run is kept.", ""]
+    else:
+        head = []
+    lines = head + [
+        f"Model: `{r.model['gguf'].rsplit('/', 1)[-1]}` ({r.model['architecture']}, {r.model['file_type']}); "
+        f"streamed weights per forward pass {r.model['streamed_weight_bytes'] / 2**20:.1f} MiB "
+        f"({r.model['streamed_weight_bytes_per_param']:.3f} bytes/param).",
+        f"Engine: llama.cpp {r.engine.get('version')} (release {r.engine.get('release') or 'unknown'}, "
+        f"commit {r.engine.get('commit') or 'unknown'}), {s['threads']} threads, "
+        f"{r.engine['flags']['parallel']} slots. Prompt {s['prompt_tokens']} tokens; decode: {s['decode_prompt_tokens']}-token "
+        f"prompts, {s['output_tokens']} output tokens; {s['reps']} repetitions (median). Host load average (1 min) "
+        f"{s['load_average_1m_before_after'][0]:.1f} before, {_f1(s['load_average_1m_before_after'][1])} after.",
+        "",
+    ]
+    if c is None:
+        return "\n".join(lines) + "\n"
+    lines += [
+        "Calibrated constants (microbench timing core, engine stopped):",
+        "",
+        f"- C_mm = {c.matmul_flops_per_s / 1e9:.1f} GFLOP/s (torch fp32 at the model's projections, {c.threads} threads)",
+        f"- B_ws = {c.read_bandwidth_bytes_per_s / 1e9:.1f} GB/s (read of {c.working_set_bytes / 2**20:.0f} MiB, the decode working set)",
+    ]
+    if c.dram_bandwidth_bytes_per_s:
+        lines.append(f"- B_dram = {c.dram_bandwidth_bytes_per_s / 1e9:.1f} GB/s (read of {c.dram_buffer_bytes / 2**20:.0f} MiB, "
+                     f"4× the {c.llc_bytes / 2**20:.0f} MiB LLC; reference only)")
+    lines += _served(r)
+    if not r.comparisons:
+        return _tail(r, lines)
+    lines += [
+        "",
+        "### Isolated stages (Chapter 9 roofline)",
+        "",
+        "| quantity | predicted | measured (engine) | measured (client) | error | bound | compute term | memory term | engine CPU share |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for x in r.comparisons:
+        lines.append(f"| {x.quantity} | {_fmt(x.quantity, x.predicted)} | {_fmt(x.quantity, x.measured)} | "
+                     f"{_fmt(x.quantity, x.measured_client)} | {x.error_pct:+.0f}% | {x.bound} | "
+                     f"{x.compute_s * 1e3:.2f} ms | {x.memory_s * 1e3:.2f} ms | "
+                     f"{'—' if x.engine_cpu_share is None else f'{x.engine_cpu_share:.0%}'}{' (contended)' if x.contended else ''} |")
+    lines += ["", "Which term is wrong:", ""]
+    lines += [f"- {x.quantity}: {x.verdict}" for x in r.comparisons]
+    # the per-run cross-check of the client against the engine
+    pre = [k for k in r.checks if k.phase == "prefill" and k.ttft_minus_engine_prompt_s is not None]
+    mism = [k for k in r.checks if k.chunks_minus_usage not in (0, None)]
+    lines += ["", "Client vs engine (every request):", ""]
+    if pre:
+        d = [k.ttft_minus_engine_prompt_s * 1e3 for k in pre]
+        lines.append(f"- TTFT − engine prompt time: median {statistics.median(d):.1f} ms, range {min(d):.1f}…{max(d):.1f} ms over {len(d)} prefill requests")
+    lines.append(f"- streamed chunks vs usage.completion_tokens: {len(mism)} of {len(r.checks)} requests differ"
+                 + (f" ({', '.join(f'{k.phase}#{k.rep}: {k.chunks_minus_usage:+d}' for k in mism[:6])})" if mism else ""))
+    eu = [k for k in r.checks if k.usage_completion_tokens is not None and k.engine_predicted_tokens is not None
+          and k.usage_completion_tokens != k.engine_predicted_tokens]
+    lines.append(f"- usage.completion_tokens vs timings.predicted_n: {len(eu)} of {len(r.checks)} requests differ")
+    return _tail(r, lines)
+
+
+def _tail(r: LoopReport, lines: list[str]) -> str:
+    if r.notes:
+        lines += ["", "Notes:", ""] + [f"- {n}" for n in r.notes]
+    if r.run_dir:
+        lines += ["", f"Stored: `{r.run_dir}`"]
+    return "\n".join(lines) + "\n"
+
+
+def _f1(v: float | None) -> str:
+    return "—" if v is None else f"{v:.1f}"
+
+
+def _v(metric: str, v: float | None) -> str:
+    if v is None:
+        return "—"
+    if metric.endswith("_per_s") or metric == "capacity_rps":
+        return f"{v:.3f}/s"
+    return f"{v * 1e3:.0f} ms" if v < 10 else f"{v:.1f} s"
+
+
+def _served(r: LoopReport) -> list[str]:
+    """The served-load tables: capacity per mix, then every point's predicted vs measured figures."""
+    if not r.served:
+        return []
+    lines = ["", "### Served load: the digital twin (simulated) against the engine under the load generator", ""]
+    if r.twin:
+        st = r.twin.get("settings", {})
+        lines.append(f"Twin: llama-server scheduler with {st.get('slots')} slots, slot context {r.twin.get('settings', {}).get('n_ctx_slot', '—')}, "
+                     f"-b {st.get('batch_size')} / -ub {st.get('ubatch_size')}, continuous batching {'on' if st.get('cont_batching') else 'off'}, "
+                     f"unified KV {'on' if st.get('kv_unified') else 'off'}, SWA checkpoints {'on' if st.get('swa_checkpoints') else 'off'}; "
+                     f"step times: {r.twin.get('source')}.")
+    if r.capacity:
+        lines += ["", "Predicted capacity (throughput at saturation, simulated): " + "; ".join(
+            f"{mix}: {c['requests_per_s']:.3f} req/s = {c['output_tokens_per_s']:.1f} output tokens/s" for mix, c in r.capacity.items()), ""]
+    lines += ["| mix | rate | × capacity | n | held-out | metric | predicted | measured | error | target | engine CPU share |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    n_by = {(p.mix, p.point): p.requests for p in r.served}
+    for c in r.served_comparisons:
+        err = "—" if c.error_pct is None else f"{c.error_pct:+.1f}%"
+        tgt = "—" if c.target_pct is None else (f"±{c.target_pct:g}% " + ("✓" if c.met else "✗" if c.met is False else "(not judged)"))
+        share = "—" if c.engine_cpu_share is None else f"{c.engine_cpu_share:.0%}" + (" (contended)" if c.contended else "")
+        lines.append(f"| {c.mix} | {c.rate_per_s:.3f}/s | {c.rate_fraction_of_capacity:.2f} | {n_by.get((c.mix, c.point), '—')} | "
+                     f"{'yes' if c.held_out else 'no (fit)'} | {c.metric} | {_v(c.metric, c.predicted)} | {_v(c.metric, c.measured)} | "
+                     f"{err} | {tgt} | {share} |")
+    notes = [c for c in r.served_comparisons if c.note]
+    for c in notes:
+        lines.append(f"\n- {c.mix} capacity: {c.note}")
+    v = r.verdict
+    if v is not None:
+        lines += ["", f"Verdict on held-out, uncontended points: {v.met} of {v.judged} judged figures within target; "
+                      f"{v.contended_points} of {v.points} points were contended (the engine got < 85 % of its cores while it had work) "
+                      "and are excluded."]
+        lines += [f"- outside target: {f}" for f in v.failures]
+    return lines
+

@@ -1,0 +1,334 @@
+"""The CPU loop end to end: calibrate → predict (stages and served load) → measure → compare → store and render.
+
+Order matters on a small host: the calibration runs with the engine stopped (so the two do not
+compete for the cores), then the twin predicts every (mix, rate) point of the seeded workloads
+before the engine starts (the prediction cannot peek at a measurement), then the engine is
+launched once and measured: isolated stages, then each served point with the load generator.
+The run is written as it goes (results/<machine>/<run_id>/, kind loop-cpu): a failure midway
+(bad model, engine crash, unreachable target) keeps what was measured, with status "failed".
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.errors import HarnessError
+from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
+from harness.loop.compare import ServedComparison, compare, compare_capacity, compare_served, served_verdict
+from harness.loop.measure import Measured, RequestCheck, ServedMeasurement, _body, fit_prompts, measure_decode, measure_prefill, measure_served, token_prompt
+from harness.loop.predict import DEFAULT_BATCHES, Predicted, predict
+from harness.loop.report import LoopReport, ServedPoint
+
+DEFAULT_MIXES = ((512, 64), (128, 256))
+DEFAULT_RATE_FRACTIONS = (0.2, 0.5, 0.8, 1.2)  # of the predicted capacity; 1.2 measures the capacity itself
+FULL_POINT_S, QUICK_POINT_S = 60.0, 10.0
+
+ProgressFn = Callable[[str], None]
+
+
+def _stderr(msg: str) -> None:
+    print(f"[loop] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """What `harness loop cpu` runs; every field is checked on creation (errors name the flag)."""
+
+    config: str = "llama-cpp-gemma3-270m"
+    model: str | None = None  # a GGUF path replacing the config's model
+    prompt_tokens: int = 512
+    decode_prompt_tokens: int = 32
+    output_tokens: int = 64
+    batches: tuple[int, ...] = DEFAULT_BATCHES
+    reps: int = 3
+    quick: bool = False
+    stages: bool = True
+    served: bool = True
+    mixes: tuple[tuple[int, int], ...] = DEFAULT_MIXES
+    rate_fractions: tuple[float, ...] = DEFAULT_RATE_FRACTIONS
+    point_duration_s: float | None = None  # default FULL_POINT_S (QUICK_POINT_S with quick)
+    seed: int = 0
+    results_dir: str | None = "results"
+    log_dir: str | None = None
+    command_line: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name, v, lo in (("--prompt-tokens", self.prompt_tokens, 2), ("--decode-prompt-tokens", self.decode_prompt_tokens, 1),
+                            ("--output-tokens", self.output_tokens, 3), ("--reps", self.reps, 1), ("--seed", self.seed, 0)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise HarnessError(f"{name} must be an integer >= {lo}, got {v!r}.")
+        if not self.batches or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in self.batches):
+            raise HarnessError(f"--batches must be positive integers such as 1,2,4, got {self.batches!r}.")
+        if not self.mixes or any(len(m) != 2 or any(isinstance(x, bool) or not isinstance(x, int) or x < 2 for x in m) for m in self.mixes):
+            raise HarnessError(f"--mixes must be INPUT/OUTPUT token pairs of integers >= 2 such as 512/64,128/256, got {self.mixes!r}.")
+        if not self.rate_fractions or any(not (isinstance(f, (int, float)) and 0 < f <= 5) for f in self.rate_fractions):
+            raise HarnessError(f"--rates must be fractions of the predicted capacity in (0, 5] such as 0.2,0.5,0.8,1.2, got {self.rate_fractions!r}.")
+        d = self.point_duration_s
+        if d is not None and not (isinstance(d, (int, float)) and math.isfinite(d) and 2 <= d <= 3600):
+            raise HarnessError(f"--point-duration-s must be in [2, 3600] seconds, got {d!r}.")
+        if self.model is not None and not str(self.model).endswith(".gguf"):
+            raise HarnessError(f"--model must be a .gguf file for llama.cpp, got {self.model!r}.")
+        if not (self.stages or self.served):
+            raise HarnessError("nothing to measure: --no-stages and --no-served together leave the loop empty; drop one.")
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.point_duration_s or (QUICK_POINT_S if self.quick else FULL_POINT_S))
+
+
+def engine_config_for(config: str, model: str | None) -> Any:
+    """The engine config, with its model replaced by a GGUF path when one is given (any GGUF, any llama.cpp flags)."""
+    from harness.engines.config import load_engine_config, parse_engine_config  # noqa: PLC0415
+
+    cfg = load_engine_config(config)
+    if cfg.engine != "llama.cpp":
+        raise HarnessError(f"the CPU loop runs llama.cpp; config {cfg.name!r} is for {cfg.engine!r}. "
+                           "Give a llama.cpp config (e.g. llama-cpp-gemma3-270m) or use `harness loop gpu` for vLLM / SGLang.")
+    if model is None:
+        return cfg
+    p = Path(model).expanduser()
+    if not p.is_file():
+        raise HarnessError(f"--model {model!r} does not exist; give the path to a .gguf file.")
+    d = cfg.to_dict()
+    d.pop("source", None)
+    d["model"] = {"path": str(p), "served_name": p.stem}
+    return parse_engine_config(d, f"{cfg.source} with --model {p}")
+
+
+def twin_for(cfg: Any, gm: Any, consts: CpuConstants) -> Any:
+    """The engine's digital twin: its scheduler settings from the config, step times from the calibrated constants."""
+    from harness.target.llama_server import settings_from_engine  # noqa: PLC0415
+    from harness.target.twin import TwinSpec  # noqa: PLC0415
+
+    o = cfg.options
+    settings = settings_from_engine(o, cfg.base.server.extra_args, sliding_window=gm.sliding_window, n_ctx_train=gm.context_length)
+    st = step_times(gm, consts)
+    return TwinSpec("llama.cpp", settings, st, gm.path, st.source)
+
+
+def _check_context(opts: LoopOptions, n_ctx_slot: int) -> None:
+    need = max([opts.prompt_tokens + 1, opts.decode_prompt_tokens + opts.output_tokens] if opts.stages else [0])
+    need = max([need] + ([i + o for i, o in opts.mixes] if opts.served else []))
+    if need > n_ctx_slot:
+        raise HarnessError(
+            f"a request needs up to {need} tokens of context but each slot has {n_ctx_slot} (ctx_size / parallel); "
+            "lower --prompt-tokens/--output-tokens/--mixes or raise llama_cpp.ctx_size."
+        )
+
+
+def _workload(mix: tuple[int, int], rate: float, duration_s: float, seed: int, point: int) -> Any:
+    from workloads.mixes import single_turn  # noqa: PLC0415
+    from workloads.schedule import make_schedule  # noqa: PLC0415
+
+    sched = make_schedule("poisson", rate_per_s=rate, duration_s=duration_s, seed=seed * 1000 + point)
+    if sched.count == 0:
+        sched = make_schedule("constant", rate_per_s=max(rate, 1.0 / duration_s), duration_s=duration_s, seed=seed)
+    return single_turn(f"loop-{mix[0]}-{mix[1]}", sched, input_tokens=mix[0], output_tokens=mix[1], api="completions",
+                       seed=seed * 1000 + point)
+
+
+def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _stderr, **kw: Any) -> LoopReport:
+    """Calibrate (engine stopped), predict, launch, measure, compare, store. Keyword arguments build LoopOptions."""
+    from harness.engines import http  # noqa: PLC0415
+    from harness.engines.launcher import RunningEngine  # noqa: PLC0415
+    from harness.engines.llama_cpp import resolve_model  # noqa: PLC0415
+    from harness.engines.session import make_plan  # noqa: PLC0415
+    from harness.specs.gguf_model import read_gguf  # noqa: PLC0415
+    from harness.target.twin import capacity, predict_point, requests_from_rows, twin_dict  # noqa: PLC0415
+    from workloads.artifact import WorkloadArtifact, save_artifact  # noqa: PLC0415
+
+    if opts is None:
+        opts = LoopOptions(**kw)
+    elif kw:
+        opts = replace(opts, **kw)
+    say = progress or (lambda m: None)
+    cfg = engine_config_for(opts.config, opts.model)
+    o = cfg.options
+    threads = o.threads or os.cpu_count() or 1  # type: ignore[attr-defined]
+    load_before = os.getloadavg()[0]  # other work on the host shows up in both calibration and measurement
+    gm = read_gguf(resolve_model(cfg))  # a missing file or a GGUF without tensors stops here, before anything runs
+    plan = make_plan(cfg)
+    settings: dict[str, Any] = {
+        "load_average_1m_before_after": [load_before, None], "config": cfg.name, "prompt_tokens": opts.prompt_tokens,
+        "decode_prompt_tokens": opts.decode_prompt_tokens, "output_tokens": opts.output_tokens, "batches": list(opts.batches),
+        "reps": opts.reps, "quick": opts.quick, "threads": threads, "kv_dtype": "f16 (llama.cpp default)",
+        "mixes": [list(m) for m in opts.mixes], "rate_fractions": list(opts.rate_fractions), "point_duration_s": opts.duration_s,
+        "seed": opts.seed, "schedule": "poisson", "time_to_ready": None,
+    }
+    model_d = {"gguf": gm.path, "architecture": gm.architecture, "file_type": gm.file_type, "spec": asdict(gm.spec),
+               "weight_bytes": gm.weight_bytes, "streamed_weight_bytes": gm.streamed_weight_bytes,
+               "streamed_weight_bytes_per_param": gm.streamed_weight_bytes_per_param, "sliding_window": gm.sliding_window,
+               "context_length": gm.context_length}
+    state: dict[str, Any] = {"consts": None, "pred": [], "measured": [], "checks": [], "twin": None, "capacity": {},
+                             "served": [], "measurements": {}, "notes": []}
+    writer = _open_writer(opts, plan, settings, model_d)
+    t_start = time.perf_counter()
+
+    def report(status: str = "complete", error: str | None = None) -> LoopReport:
+        comps = compare(state["pred"], state["measured"]) if state["measured"] else []
+        rows = _served_rows(state)
+        settings["load_average_1m_before_after"][1] = os.getloadavg()[0]
+        settings["loop_wall_s"] = time.perf_counter() - t_start
+        return LoopReport(model_d, plan.manifest_engine(), state["consts"], tuple(state["pred"]), tuple(state["measured"]),
+                          tuple(comps), tuple(state["checks"]), settings, str(writer.path) if writer else None,
+                          tuple(state["notes"]), status, error, state["twin"].to_dict() if state["twin"] else None,
+                          state["capacity"], tuple(_with_measured(state)), tuple(rows), served_verdict(rows) if rows else None)
+
+    try:
+        say(f"calibrating {gm.spec.name} constants on {threads} threads (engine stopped)")
+        consts = calibrate_cpu(gm, prompt_tokens=opts.prompt_tokens, threads=threads, quick=opts.quick)
+        state["consts"] = consts
+        if writer:
+            writer.append("loop_calibration", [{"shape": k, **v} for k, v in consts.matmul_by_shape.items()])
+        if opts.stages:
+            state["pred"] = predict(gm, consts, prompt_tokens=opts.prompt_tokens, decode_prompt_tokens=opts.decode_prompt_tokens,
+                                    output_tokens=opts.output_tokens, batches=opts.batches)
+        twin = twin_for(cfg, gm, consts)
+        state["twin"] = twin
+        _check_context(opts, twin.settings.n_ctx_slot)
+        if opts.stages and max(opts.batches) > twin.settings.slots:
+            raise HarnessError(f"--batches {max(opts.batches)} exceeds the engine's llama_cpp.parallel = {twin.settings.slots} slots; "
+                               "a larger batch would queue.")
+        if writer:
+            writer.write_json("twin.json", twin_dict(twin))
+        work: list[tuple[int, tuple[int, int], float, float, Any]] = []
+        if opts.served:
+            for mix in opts.mixes:
+                name = f"{mix[0]}/{mix[1]}"
+                cap_rps, cap_tok = capacity(twin.make_scheduler, mix[0], mix[1], slots=twin.settings.slots)
+                state["capacity"][name] = {"requests_per_s": cap_rps, "output_tokens_per_s": cap_tok}
+                for f in opts.rate_fractions:
+                    pt = len(work)
+                    art = _workload(mix, f * cap_rps, opts.duration_s, opts.seed, pt)
+                    t0 = time.perf_counter()
+                    fig = predict_point(twin.make_scheduler, requests_from_rows(art.rows), rate_per_s=f * cap_rps, span_s=opts.duration_s)
+                    state["served"].append(ServedPoint(name, pt, mix[0], mix[1], f * cap_rps, f, art.count, fig.to_dict(), None,
+                                                       time.perf_counter() - t0))
+                    work.append((pt, mix, f, f * cap_rps, art))
+                say(f"twin: {name} capacity {cap_rps:.3f} req/s ({cap_tok:.1f} output tokens/s), simulated")
+            if writer:
+                writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted for p in state["served"]])
+        say(f"starting {plan.engine} ({cfg.name}) for the measurement")
+        with RunningEngine(plan, log_dir=opts.log_dir) as eng:
+            url, served_name = plan.endpoint, plan.served_name
+            settings["time_to_ready"] = eng.time_to_ready.to_dict() if eng.time_to_ready else None
+            proc = eng.procs[0][1] if eng.procs else None
+            pid = proc.pid if proc else None
+            # warm-up: the first requests after load page weights in and size buffers
+            http.post_json(url + "/v1/completions", _body(served_name, token_prompt(min(opts.prompt_tokens, 64), 1, gm.spec.vocab_size), 2))
+            if opts.stages:
+                say("measuring isolated stages (prefill, decode at each batch)")
+                ms, cs = measure_prefill(url, served_name, opts.prompt_tokens, gm.spec.vocab_size, opts.reps, pid, threads)
+                state["measured"] += ms
+                state["checks"] += cs
+                for bsz in opts.batches:
+                    _alive(eng, proc)
+                    m, cs = measure_decode(url, served_name, bsz, opts.decode_prompt_tokens, opts.output_tokens, gm.spec.vocab_size,
+                                           opts.reps, pid, threads)
+                    state["measured"].append(m)
+                    state["checks"] += cs
+                if writer:
+                    writer.append("loop_requests", [c.to_dict() for c in state["checks"]])
+            load_root = str(Path(writer.path) / "load") if writer else tempfile.mkdtemp(prefix="harness-loop-load-")
+            for pt, mix, f, rate, art in work:
+                _alive(eng, proc)
+                name = f"{mix[0]}/{mix[1]}"
+                say(f"served point {pt + 1}/{len(work)}: {name} at {rate:.3f} req/s ({f:.0%} of predicted capacity), {art.count} requests")
+                wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
+                rows, inexact = fit_prompts(url, art.rows)
+                if inexact:
+                    state["notes"].append(f"{name} point {pt}: {inexact} prompts could not be made exactly {mix[0]} tokens; "
+                                          "the twin was given the engine's count")
+                    art = WorkloadArtifact(art.name, rows, art.meta)
+                    # re-predict with the counts the engine will see (same arrivals)
+                    fig = predict_point(twin.make_scheduler, requests_from_rows(art.rows), rate_per_s=rate, span_s=opts.duration_s)
+                    state["served"][pt] = replace(state["served"][pt], predicted=fig.to_dict())
+                else:
+                    art = WorkloadArtifact(art.name, rows, art.meta)
+                path = save_artifact(art, wd)
+                m = measure_served(url, served_name, name, rate, str(path), opts.duration_s, load_root, wd, pid, threads,
+                                   request_timeout_s=max(60.0, 4 * opts.duration_s))
+                _alive(eng, proc)
+                if m.requests_ok == 0:
+                    raise HarnessError(f"no request of the {name} point at {rate:.3g} req/s succeeded ({m.errors_by_class}); "
+                                       f"is the engine serving at {url}? Load run: {m.run_dir}")
+                state["measurements"][pt] = m
+                if writer:
+                    writer.append("loop_served", [m.to_dict() | {"point": pt}])
+    except (HarnessError, KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - keep the partial run, then re-raise
+        err = f"{type(exc).__name__}: {exc}" if not isinstance(exc, HarnessError) else str(exc)
+        rep = report("failed", err)
+        if writer:
+            _finish(writer, rep, failed=exc)
+            if isinstance(exc, HarnessError):
+                raise HarnessError(f"{exc}\nThe partial loop run is kept at {writer.path} (status failed).") from None
+        raise
+    rep = report()
+    if writer:
+        _finish(writer, rep)
+    return rep
+
+
+def _alive(eng: Any, proc: Any) -> None:
+    """The engine must still be running; a crash mid-loop is an error with its log tail."""
+    if proc is not None and proc.poll() is not None:
+        raise HarnessError(f"the engine exited with code {proc.returncode} during the loop; its log ends:\n{eng.log_tail('server', 1500)}")
+
+
+def _with_measured(state: dict[str, Any]) -> list[ServedPoint]:
+    out = []
+    for p in state["served"]:
+        m: ServedMeasurement | None = state["measurements"].get(p.point)
+        out.append(replace(p, measured=m.to_dict() if m else None))
+    return out
+
+
+def _served_rows(state: dict[str, Any]) -> list[ServedComparison]:
+    from harness.target.des import ServedFigures  # noqa: PLC0415
+
+    rows: list[ServedComparison] = []
+    by_mix: dict[str, list[ServedPoint]] = {}
+    for p in state["served"]:
+        by_mix.setdefault(p.mix, []).append(p)
+    for mix, pts in by_mix.items():
+        for p in pts:
+            m = state["measurements"].get(p.point)
+            if m is None:
+                continue
+            rows += compare_served(mix, p.point, p.rate_per_s, p.rate_fraction_of_capacity, ServedFigures(**p.predicted), m)
+        top = max(pts, key=lambda p: p.rate_fraction_of_capacity)
+        m = state["measurements"].get(top.point)
+        if m is not None and top.rate_fraction_of_capacity >= 1.0:
+            rows.append(compare_capacity(mix, top.point, top.rate_per_s, top.rate_fraction_of_capacity,
+                                         state["capacity"][mix]["requests_per_s"], m))
+    return rows
+
+
+def _open_writer(opts: LoopOptions, plan: Any, settings: dict[str, Any], model_d: dict[str, Any]) -> Any:
+    if opts.results_dir is None:
+        return None
+    from harness.records import new_manifest  # noqa: PLC0415
+    from harness.store import RunWriter  # noqa: PLC0415
+
+    man = new_manifest("loop-cpu", engine=plan.manifest_engine(), command_line=list(opts.command_line) or None,
+                       extra={"loop_settings": settings, "model": model_d})
+    return RunWriter(man, opts.results_dir)
+
+
+def _finish(writer: Any, rep: LoopReport, failed: BaseException | None = None) -> None:
+    if rep.comparisons:
+        writer.append("loop_comparison", [c.to_dict() for c in rep.comparisons])
+    if rep.served_comparisons:
+        writer.append("loop_served_comparison", [c.to_dict() for c in rep.served_comparisons])
+    writer.write_json("loop_report.json", rep.to_dict())
+    if failed is None:
+        writer.__exit__(None, None, None)
+    else:
+        writer.__exit__(type(failed), failed, None)

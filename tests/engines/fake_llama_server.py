@@ -1,0 +1,111 @@
+"""A stand-in llama-server for loop tests: takes llama-server's command line, serves /health, /tokenize, /detokenize,
+/metrics and OpenAI completions (streamed, with llama.cpp's `timings`), one request at a time per slot, with
+fixed per-token times. `--fake-die-after N` makes it exit mid-run after N completions (the engine-dies test).
+Listens on 127.0.0.1 only; exits by itself after `--fake-lifetime-s`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+
+from aiohttp import web
+
+PROMPT_S_PER_TOKEN = 0.0002
+DECODE_S_PER_TOKEN = 0.004
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--alias", default="fake")
+    ap.add_argument("--parallel", type=int, default=1)
+    ap.add_argument("--fake-die-after", type=int, default=None)
+    ap.add_argument("--fake-lifetime-s", type=float, default=300.0)
+    a, _ = ap.parse_known_args()
+    slots = asyncio.Semaphore(a.parallel)
+    done = [0]
+
+    def tok(text: str, special: bool) -> list[int]:
+        return ([1] if special else []) + [2 + (hash(w) % 997) for w in text.split()]
+
+    async def health(_r):
+        return web.json_response({"status": "ok"})
+
+    async def tokenize(r):
+        b = await r.json()
+        return web.json_response({"tokens": tok(b.get("content", ""), bool(b.get("add_special", False)))})
+
+    async def detokenize(r):
+        b = await r.json()
+        return web.json_response({"content": " ".join(f"w{t}" for t in b.get("tokens", []))})
+
+    async def metrics(_r):
+        return web.Response(text=f"# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 0\n"
+                                 f"# TYPE llamacpp:n_decode_total counter\nllamacpp:n_decode_total {done[0]}\n")
+
+    async def completions(r):
+        b = await r.json()
+        p = b.get("prompt", "")
+        n_p = len(p) if isinstance(p, list) else len(tok(p, True))  # token ids: no BOS added, as llama-server
+        n_out = int(b.get("max_tokens", 16))
+        async with slots:
+            t0 = time.perf_counter()
+            await asyncio.sleep(n_p * PROMPT_S_PER_TOKEN)
+            prompt_ms = (time.perf_counter() - t0) * 1e3
+            if not b.get("stream"):
+                await asyncio.sleep((n_out - 1) * DECODE_S_PER_TOKEN)
+                out = _finish(done, a.fake_die_after)
+                return web.json_response({"choices": [{"text": " x" * n_out, "finish_reason": "length"}], "model": a.alias,
+                                          "usage": {"prompt_tokens": n_p, "completion_tokens": n_out, "total_tokens": n_p + n_out},
+                                          "timings": {"prompt_n": n_p, "prompt_ms": prompt_ms, "predicted_n": n_out,
+                                                      "predicted_ms": (n_out - 1) * DECODE_S_PER_TOKEN * 1e3}}) if out else None
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(r)
+            t1 = time.perf_counter()
+            for i in range(n_out):
+                if i:
+                    await asyncio.sleep(DECODE_S_PER_TOKEN)
+                ev = {"choices": [{"index": 0, "text": " x", "finish_reason": "length" if i == n_out - 1 else None}], "model": a.alias}
+                if i == n_out - 1:
+                    ev["timings"] = {"prompt_n": n_p, "prompt_ms": prompt_ms, "predicted_n": n_out,
+                                     "predicted_ms": (time.perf_counter() - t1) * 1e3}
+                await resp.write(f"data: {json.dumps(ev)}\n\n".encode())
+            usage = {"choices": [], "usage": {"prompt_tokens": n_p, "completion_tokens": n_out, "total_tokens": n_p + n_out}}
+            await resp.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+            await resp.write_eof()
+            _finish(done, a.fake_die_after)
+            return resp
+
+    app = web.Application()
+    app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_post("/tokenize", tokenize)
+    app.router.add_post("/detokenize", detokenize)
+    app.router.add_post("/v1/completions", completions)
+
+    async def serve():
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", a.port).start()
+        print(f"fake llama-server pid {os.getpid()} on {a.port}", flush=True)
+        await asyncio.sleep(a.fake_lifetime_s)
+
+    asyncio.run(serve())
+
+
+def _finish(done: list[int], die_after: int | None) -> bool:
+    done[0] += 1
+    if die_after is not None and done[0] >= die_after:
+        print(f"fake llama-server: dying on purpose after {done[0]} completions", flush=True)
+        sys.stdout.flush()
+        os._exit(3)
+    return True
+
+
+if __name__ == "__main__":
+    main()

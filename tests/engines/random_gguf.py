@@ -1,0 +1,80 @@
+"""A random-weight GGUF that llama.cpp loads and runs (llama architecture, SentencePiece vocabulary, Q8_0 weights).
+
+A second model of another shape and quant type than the shipped Gemma 3 270M (Q4_K_M): llama.cpp runs
+random weights at the same speed as trained ones, so the loop's timing figures are meaningful. The
+vocabulary holds the byte-fallback tokens and one token per synthetic prompt word (workloads.prompts),
+so the load generator's prompts tokenize one token per word.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def write_random_gguf(path: str | Path, *, n_layers: int = 4, hidden: int = 256, heads: int = 4, kv_heads: int = 2,
+                      ffn: int = 768, context: int = 4096, seed: int = 0) -> Path:
+    import gguf
+    from gguf.quants import quantize
+
+    from workloads.prompts import WORDS
+
+    Q = gguf.GGMLQuantizationType
+    rng = np.random.default_rng(seed)
+    head_dim = hidden // heads
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
+    types = [2, 3, 3] + [6] * 256  # unknown, control, control, byte
+    words = sorted({"\u2581" + w for w in WORDS} | {"\u2581"})
+    tokens += words
+    types += [1] * len(words)
+    scores = [0.0] * 259 + [-float(i) for i in range(len(words))]
+    vocab = len(tokens)
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("random-llama-q8")
+    w.add_context_length(context)
+    w.add_embedding_length(hidden)
+    w.add_block_count(n_layers)
+    w.add_feed_forward_length(ffn)
+    w.add_rope_dimension_count(head_dim)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    w.add_vocab_size(vocab)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+
+    def q8(name: str, rows: int, cols: int) -> None:
+        a = (rng.standard_normal((rows, cols)) * 0.02).astype(np.float32)
+        w.add_tensor(name, quantize(a, Q.Q8_0), raw_dtype=Q.Q8_0)
+
+    def norm(name: str) -> None:
+        w.add_tensor(name, np.ones(hidden, dtype=np.float32))
+
+    q8("token_embd.weight", vocab, hidden)
+    norm("output_norm.weight")
+    q8("output.weight", vocab, hidden)
+    for i in range(n_layers):
+        norm(f"blk.{i}.attn_norm.weight")
+        q8(f"blk.{i}.attn_q.weight", heads * head_dim, hidden)
+        q8(f"blk.{i}.attn_k.weight", kv_heads * head_dim, hidden)
+        q8(f"blk.{i}.attn_v.weight", kv_heads * head_dim, hidden)
+        q8(f"blk.{i}.attn_output.weight", hidden, heads * head_dim)
+        norm(f"blk.{i}.ffn_norm.weight")
+        q8(f"blk.{i}.ffn_gate.weight", ffn, hidden)
+        q8(f"blk.{i}.ffn_up.weight", ffn, hidden)
+        q8(f"blk.{i}.ffn_down.weight", hidden, ffn)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return Path(path)

