@@ -30,15 +30,9 @@ def twin(slots=4):
                     RooflineStepTimes(GEMMA_LIKE, 143e9, 10.6e9, 0.92, 2.0, "test constants"), "gemma-like", "test")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def chapter_dep(scenario_path):
     return deployment_from_scenario(load_scenario(scenario_path("ch9-hetero-pd")), startup_s=0.0)
-
-
-@pytest.fixture(scope="module")
-def scenario_path(request):
-    root = request.config.rootpath
-    return lambda name: str(root / "workloads" / "scenarios" / f"{name}.toml")
 
 
 def test_chapter_mode_ttft_and_decode_steps(chapter_dep):
