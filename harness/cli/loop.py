@@ -56,6 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", default="1,2,4", help="decode batch sizes = concurrent requests (default 1,2,4)")
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each stage measurement; the median is reported (default 3, 1 with --quick)")
     parser.add_argument("--model", default=None, help="a .gguf file to serve instead of the config's model (any GGUF)")
+    parser.add_argument("--calibration", default=None, help="the engine's step-time calibration (JSON) to drive the twin; default: the roofline with this run's host constants")
+    parser.add_argument("--proxy", action="store_true", help="allow a calibration of another kernel family, thread count or model (the report says so)")
     parser.add_argument("--mixes", default="512/64,128/256", help="served-load prompt/output token mixes (default: %(default)s)")
     parser.add_argument("--rates", default="0.2,0.5,0.8,1.2", help="arrival rates as fractions of the predicted capacity (default: %(default)s)")
     parser.add_argument("--point-duration-s", type=float, default=None, help="seconds of load per served point (default 60; 10 with --quick)")
@@ -75,7 +77,7 @@ def main(args: argparse.Namespace) -> int:
     from harness.loop.run import LoopOptions, run_loop  # noqa: PLC0415
 
     opts = LoopOptions(
-        config=args.config, model=args.model, prompt_tokens=args.prompt_tokens, decode_prompt_tokens=args.decode_prompt_tokens,
+        config=args.config, model=args.model, calibration=args.calibration, proxy=args.proxy, prompt_tokens=args.prompt_tokens, decode_prompt_tokens=args.decode_prompt_tokens,
         output_tokens=args.output_tokens, batches=_batches(args.batches), reps=1 if args.quick and args.reps == 3 else args.reps,
         quick=args.quick, stages=not args.no_stages, served=not args.no_served, mixes=_mixes(args.mixes),
         rate_fractions=_fractions(args.rates), point_duration_s=args.point_duration_s, seed=args.seed,

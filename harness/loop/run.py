@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +44,8 @@ class LoopOptions:
 
     config: str = "llama-cpp-gemma3-270m"
     model: str | None = None  # a GGUF path replacing the config's model
+    calibration: str | None = None  # an engine step-time calibration (harness.calibration.step_time) for the twin
+    proxy: bool = False  # allow a calibration of another kernel family / thread count / model (said so in the report)
     prompt_tokens: int = 512
     decode_prompt_tokens: int = 32
     output_tokens: int = 64
@@ -73,6 +76,9 @@ class LoopOptions:
         d = self.point_duration_s
         if d is not None and not (isinstance(d, (int, float)) and math.isfinite(d) and 2 <= d <= 3600):
             raise HarnessError(f"--point-duration-s must be in [2, 3600] seconds, got {d!r}.")
+        if self.calibration is not None and not Path(self.calibration).is_file():
+            raise HarnessError(f"--calibration {self.calibration!r} does not exist; give a step-time calibration file "
+                               "(`harness step-time fit` writes one) or leave it out to use the roofline constants.")
         if self.model is not None and not str(self.model).endswith(".gguf"):
             raise HarnessError(f"--model must be a .gguf file for llama.cpp, got {self.model!r}.")
         if not (self.stages or self.served):
@@ -102,15 +108,18 @@ def engine_config_for(config: str, model: str | None) -> Any:
     return parse_engine_config(d, f"{cfg.source} with --model {p}")
 
 
-def twin_for(cfg: Any, gm: Any, consts: CpuConstants) -> Any:
-    """The engine's digital twin: its scheduler settings from the config, step times from the calibrated constants."""
+def twin_for(cfg: Any, gm: Any, consts: CpuConstants, calibration: str | None = None, proxy: bool = False) -> Any:
+    """The engine's digital twin: its scheduler settings from the config; step times from the engine's own
+    step-time calibration when given, else the roofline with the host constants just calibrated."""
     from harness.target.llama_server import settings_from_engine  # noqa: PLC0415
+    from harness.target.step_times import calibrated_step_times  # noqa: PLC0415
     from harness.target.twin import TwinSpec  # noqa: PLC0415
 
     o = cfg.options
     settings = settings_from_engine(o, cfg.base.server.extra_args, sliding_window=gm.sliding_window, n_ctx_train=gm.context_length)
-    st = step_times(gm, consts)
-    return TwinSpec("llama.cpp", settings, st, gm.path, st.source)
+    st = calibrated_step_times(calibration, cfg, proxy=proxy) if calibration else step_times(gm, consts)
+    notes = tuple(getattr(getattr(st, "model", None), "notes", ()) or ())
+    return TwinSpec("llama.cpp", settings, st, gm.path, st.source, notes)
 
 
 def _check_context(opts: LoopOptions, n_ctx_slot: int) -> None:
@@ -190,7 +199,8 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _
         if opts.stages:
             state["pred"] = predict(gm, consts, prompt_tokens=opts.prompt_tokens, decode_prompt_tokens=opts.decode_prompt_tokens,
                                     output_tokens=opts.output_tokens, batches=opts.batches)
-        twin = twin_for(cfg, gm, consts)
+        twin = twin_for(cfg, gm, consts, opts.calibration, opts.proxy)
+        state["notes"] += list(twin.notes)
         state["twin"] = twin
         _check_context(opts, twin.settings.n_ctx_slot)
         if opts.stages and max(opts.batches) > twin.settings.slots:
@@ -216,54 +226,75 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _
             if writer:
                 writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted for p in state["served"]])
         say(f"starting {plan.engine} ({cfg.name}) for the measurement")
+        proc = None
         with RunningEngine(plan, log_dir=opts.log_dir) as eng:
-            url, served_name = plan.endpoint, plan.served_name
-            settings["time_to_ready"] = eng.time_to_ready.to_dict() if eng.time_to_ready else None
-            proc = eng.procs[0][1] if eng.procs else None
-            pid = proc.pid if proc else None
-            # warm-up: the first requests after load page weights in and size buffers
-            http.post_json(url + "/v1/completions", _body(served_name, token_prompt(min(opts.prompt_tokens, 64), 1, gm.spec.vocab_size), 2))
-            if opts.stages:
-                say("measuring isolated stages (prefill, decode at each batch)")
-                ms, cs = measure_prefill(url, served_name, opts.prompt_tokens, gm.spec.vocab_size, opts.reps, pid, threads)
-                state["measured"] += ms
-                state["checks"] += cs
-                for bsz in opts.batches:
-                    _alive(eng, proc)
-                    m, cs = measure_decode(url, served_name, bsz, opts.decode_prompt_tokens, opts.output_tokens, gm.spec.vocab_size,
-                                           opts.reps, pid, threads)
-                    state["measured"].append(m)
+            try:
+                url, served_name = plan.endpoint, plan.served_name
+                settings["time_to_ready"] = eng.time_to_ready.to_dict() if eng.time_to_ready else None
+                proc = eng.procs[0][1] if eng.procs else None
+                pid = proc.pid if proc else None
+                # warm-up: the first requests after load page weights in and size buffers
+                http.post_json(url + "/v1/completions", _body(served_name, token_prompt(min(opts.prompt_tokens, 64), 1, gm.spec.vocab_size), 2))
+                if opts.stages:
+                    say("measuring isolated stages (prefill, decode at each batch)")
+                    ms, cs = measure_prefill(url, served_name, opts.prompt_tokens, gm.spec.vocab_size, opts.reps, pid, threads)
+                    state["measured"] += ms
                     state["checks"] += cs
-                if writer:
-                    writer.append("loop_requests", [c.to_dict() for c in state["checks"]])
-            load_root = str(Path(writer.path) / "load") if writer else tempfile.mkdtemp(prefix="harness-loop-load-")
-            for pt, mix, f, rate, art in work:
-                _alive(eng, proc)
-                name = f"{mix[0]}/{mix[1]}"
-                say(f"served point {pt + 1}/{len(work)}: {name} at {rate:.3f} req/s ({f:.0%} of predicted capacity), {art.count} requests")
-                wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
-                rows, inexact = fit_prompts(url, art.rows)
-                if inexact:
-                    state["notes"].append(f"{name} point {pt}: {inexact} prompts could not be made exactly {mix[0]} tokens; "
-                                          "the twin was given the engine's count")
-                    art = WorkloadArtifact(art.name, rows, art.meta)
-                    # re-predict with the counts the engine will see (same arrivals)
-                    fig = predict_point(twin.make_scheduler, requests_from_rows(art.rows), rate_per_s=rate, span_s=opts.duration_s)
-                    state["served"][pt] = replace(state["served"][pt], predicted=fig.to_dict())
-                else:
-                    art = WorkloadArtifact(art.name, rows, art.meta)
-                path = save_artifact(art, wd)
-                m = measure_served(url, served_name, name, rate, str(path), opts.duration_s, load_root, wd, pid, threads,
-                                   request_timeout_s=max(60.0, 4 * opts.duration_s))
-                _alive(eng, proc)
-                if m.requests_ok == 0:
-                    raise HarnessError(f"no request of the {name} point at {rate:.3g} req/s succeeded ({m.errors_by_class}); "
-                                       f"is the engine serving at {url}? Load run: {m.run_dir}")
-                state["measurements"][pt] = m
-                if writer:
-                    writer.append("loop_served", [m.to_dict() | {"point": pt}])
+                    for bsz in opts.batches:
+                        _alive(eng, proc)
+                        m, cs = measure_decode(url, served_name, bsz, opts.decode_prompt_tokens, opts.output_tokens, gm.spec.vocab_size,
+                                               opts.reps, pid, threads)
+                        state["measured"].append(m)
+                        state["checks"] += cs
+                    if writer:
+                        writer.append("loop_requests", [c.to_dict() for c in state["checks"]])
+                load_root = str(Path(writer.path) / "load") if writer else tempfile.mkdtemp(prefix="harness-loop-load-")
+                for pt, mix, f, rate, art in work:
+                    _alive(eng, proc)
+                    name = f"{mix[0]}/{mix[1]}"
+                    say(f"served point {pt + 1}/{len(work)}: {name} at {rate:.3f} req/s ({f:.0%} of predicted capacity), {art.count} requests")
+                    wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
+                    rows, inexact = fit_prompts(url, art.rows)
+                    if inexact:
+                        state["notes"].append(f"{name} point {pt}: {inexact} prompts could not be made exactly {mix[0]} tokens; "
+                                              "the twin was given the engine's count")
+                        art = WorkloadArtifact(art.name, rows, art.meta)
+                        # re-predict with the counts the engine will see (same arrivals)
+                        fig = predict_point(twin.make_scheduler, requests_from_rows(art.rows), rate_per_s=rate, span_s=opts.duration_s)
+                        state["served"][pt] = replace(state["served"][pt], predicted=fig.to_dict())
+                    else:
+                        art = WorkloadArtifact(art.name, rows, art.meta)
+                    path = save_artifact(art, wd)
+                    m = measure_served(url, served_name, name, rate, str(path), opts.duration_s, load_root, wd, pid, threads,
+                                       request_timeout_s=max(60.0, 4 * opts.duration_s))
+                    _alive(eng, proc)
+                    if m.requests_ok == 0:
+                        raise HarnessError(f"no request of the {name} point at {rate:.3g} req/s succeeded ({m.errors_by_class}); "
+                                           f"is the engine serving at {url}? Load run: {m.run_dir}")
+                    state["measurements"][pt] = m
+                    if writer:
+                        writer.append("loop_served", [m.to_dict() | {"point": pt}])
+            except BaseException:
+                # did the engine die by itself? (checked before the context manager stops it; a dying process
+                # resets its connections a moment before it can be reaped, so give it a second)
+                died = False
+                if proc is not None:
+                    try:
+                        proc.wait(timeout=1.0)
+                        died = True
+                    except subprocess.TimeoutExpired:
+                        pass
+                state["engine_died"] = (eng, proc) if died else None
+                raise
     except (HarnessError, KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - keep the partial run, then re-raise
         err = f"{type(exc).__name__}: {exc}" if not isinstance(exc, HarnessError) else str(exc)
+        eng_proc = state.get("engine_died")
+        if eng_proc is not None and "exited with code" not in err:
+            try:
+                _alive(*eng_proc)
+            except HarnessError as died:  # the engine's death is the cause; the request error is its symptom
+                err = f"{died}\n(the loop then failed with: {err})"
+                exc = HarnessError(err)
         rep = report("failed", err)
         if writer:
             _finish(writer, rep, failed=exc)

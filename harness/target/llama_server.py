@@ -197,6 +197,9 @@ def ubatch_time_s(u: UBatch, st: StepTimes) -> float:
         k, pos = prompts[0]
         return st.prefill_time_s(k, pos)
     p_pos = sum(pos for _, pos in prompts) // max(1, len(prompts))
+    mixed = getattr(st, "mixed_step_time_s", None)
+    if decode and mixed is not None:  # the source states its own rule for a decode batch sharing a pass with a prompt chunk
+        return mixed(len(decode), sum(p + 1 for p in decode) / len(decode), n_tok - len(decode), p_pos)
     t = st.prefill_time_s(n_tok, p_pos)
     if decode:
         t = max(t, st.decode_step_time_s(len(decode), sum(p + 1 for p in decode) / len(decode)))

@@ -17,7 +17,7 @@ thousands of steps stays cheap.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
@@ -112,7 +112,74 @@ class CachedStepTimes:
     def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
         return self._prefill(int(prompt_tokens), int(cached_tokens))
 
+    def __getattr__(self, name: str) -> Any:  # optional methods of the source (mixed_step_time_s, to_dict, source)
+        if name.startswith("_") or name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
     def decode_step_time_s(self, batch: int, context_tokens: float) -> float:
         g = self.grid_tokens
         ctx = max(g, int(round(context_tokens / g)) * g)
         return self._step(int(batch), ctx)
+
+
+@dataclass(frozen=True)
+class CalibratedStepTimes:
+    """The engine-calibrated step-time fit (harness.calibration.step_time.StepTimeModel) as a StepTimes source.
+
+    The fit returns intervals; `bound` picks the point estimate ("value") or a 95 % bound ("low", "high"),
+    so the twin can be run at both ends of the calibration's uncertainty.
+    """
+
+    model: Any  # StepTimeModel: prefill_s(p, cached) / decode_step_s(b, ctx) / mixed_step_s(...) -> Interval
+    calibration_file: str
+    engine_settings: dict[str, Any]
+    proxy: bool = False
+    bound: str = "value"
+
+    def __post_init__(self) -> None:
+        if self.bound not in ("value", "low", "high"):
+            raise HarnessError(f"CalibratedStepTimes.bound must be 'value', 'low' or 'high', got {self.bound!r}.")
+
+    def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
+        return getattr(self.model.prefill_s(int(prompt_tokens), int(cached_tokens)), self.bound)
+
+    def decode_step_time_s(self, batch: int, context_tokens: float) -> float:
+        return getattr(self.model.decode_step_s(int(batch), float(context_tokens)), self.bound)
+
+    def mixed_step_time_s(self, decode_batch: int, context_tokens: float, prefill_tokens: int, cached_tokens: int = 0) -> float:
+        return getattr(self.model.mixed_step_s(int(decode_batch), float(context_tokens), int(prefill_tokens), int(cached_tokens)), self.bound)
+
+    @property
+    def source(self) -> str:
+        notes = "; ".join(getattr(self.model, "notes", ()) or ())
+        return f"engine-calibrated step times from {self.calibration_file} ({self.bound})" + (f"; {notes}" if notes else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "calibrated", "calibration_file": self.calibration_file, "engine_settings": self.engine_settings,
+                "proxy": self.proxy, "bound": self.bound, "source": self.source}
+
+
+def _step_time_module() -> Any:
+    try:
+        import harness.calibration.step_time as m  # noqa: PLC0415 - the calibrated step-time mode, imported only when used
+    except ImportError:
+        raise HarnessError("a step-time calibration needs harness.calibration.step_time (the calibrated step-time mode); "
+                           "update the harness, or run without --calibration to use the roofline constants.") from None
+    return m
+
+
+def calibrated_step_times(calibration_file: str, engine_settings: Any, *, proxy: bool = False, bound: str = "value") -> CalibratedStepTimes:
+    """Load the engine-calibrated fit for these engine settings (kernel family, threads, model); refuses mismatches unless proxy.
+
+    `engine_settings`: an EngineSettings, its dict, or an engine config (harness.engines.config.EngineConfig)."""
+    m = _step_time_module()
+    EngineSettings, step_time_model = m.EngineSettings, m.step_time_model
+    if isinstance(engine_settings, EngineSettings):
+        es = engine_settings
+    elif isinstance(engine_settings, dict):
+        es = EngineSettings(**engine_settings)
+    else:
+        es = EngineSettings.from_engine_config(engine_settings)
+    model = step_time_model(calibration_file, es, proxy=proxy)
+    return CalibratedStepTimes(model, str(calibration_file), asdict(es), proxy, bound)

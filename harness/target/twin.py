@@ -88,8 +88,14 @@ def load_twin(path: str | Path) -> TwinSpec:
     try:
         settings = LlamaServerSettings(**d["settings"])
         st = d["step_times"]
+        if st.get("kind") == "calibrated":
+            from harness.target.step_times import calibrated_step_times  # noqa: PLC0415
+
+            times = calibrated_step_times(st["calibration_file"], st["engine_settings"], proxy=bool(st.get("proxy")),
+                                          bound=st.get("bound", "value"))
+            return TwinSpec(d["engine"], settings, times, d["model"], d["source"], tuple(d.get("notes", ())))
         if st.get("kind") != "roofline":
-            raise HarnessError(f"twin spec {p}: step_times.kind {st.get('kind')!r} cannot be rebuilt from JSON; known: roofline.")
+            raise HarnessError(f"twin spec {p}: step_times.kind {st.get('kind')!r} cannot be rebuilt from JSON; known: roofline, calibrated.")
         model = ModelSpec(**st["model_spec"])
         times = RooflineStepTimes(model, st["flops_per_s"], st["bytes_per_s"], st["weight_bytes_per_param"],
                                   st["kv_bytes_per_elem"], st.get("source", "roofline"))
