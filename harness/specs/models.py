@@ -136,9 +136,13 @@ def resolve_model_ref(ref: str) -> str:
 
 
 def get_model(name: str) -> ModelSpec:
-    """A catalog model by slug, or a model read from a path to a Hugging Face config.json."""
+    """A catalog model by slug, or a model read from a path to a Hugging Face config.json or a GGUF file."""
     if name in MODELS:
         return MODELS[name]
+    if name.endswith(".gguf"):  # llama.cpp's format: the shape from the file's metadata
+        from harness.specs.gguf_model import model_spec_from_gguf  # noqa: PLC0415
+
+        return model_spec_from_gguf(name)
     if name.endswith(".json") or "/" in name:
         return model_from_hf_config(name)
     raise unknown(

@@ -64,9 +64,20 @@ class WorkloadSpec(_Strict):
     @field_validator("model")
     @classmethod
     def _model(cls, v: str) -> str:
-        if v not in MODELS and not v.endswith(".json"):
-            raise ValueError(f"unknown model {v!r}; known: {', '.join(MODELS)}, or a path to a Hugging Face config.json")
-        return resolve_model_ref(v)
+        if v not in MODELS and not v.endswith((".json", ".gguf")):
+            raise ValueError(f"unknown model {v!r}; known: {', '.join(MODELS)}, or a path to a Hugging Face config.json or a .gguf file")
+        v = resolve_model_ref(v)
+        if v.endswith(".gguf") and not Path(v).expanduser().is_file():
+            raise ValueError(f"model {v!r}: the GGUF file does not exist; give the path to a .gguf file")
+        return v
+
+    @model_validator(mode="after")
+    def _gguf_dtype(self) -> "WorkloadSpec":
+        # a GGUF's shape comes from the file, but the plan's weight bytes from weight_dtype: never assume bf16 silently
+        if self.model.endswith(".gguf") and "weight_dtype" not in self.model_fields_set:
+            raise ValueError(f"model {self.model!r} is a GGUF: give workload.weight_dtype explicitly (e.g. \"int4\" for a Q4 file, "
+                             "\"int8\" for Q8_0), the plan's bytes per parameter come from it")
+        return self
 
     @field_validator("weight_dtype", "kv_dtype")
     @classmethod
