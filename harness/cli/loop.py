@@ -48,15 +48,20 @@ def _fractions(text: str) -> tuple[float, ...]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("target", choices=["cpu"], help="which loop (cpu: llama.cpp on this host)")
-    parser.add_argument("--config", default="llama-cpp-gemma3-270m", help="llama.cpp engine config (default: %(default)s)")
+    parser.add_argument("target", choices=["cpu", "gpu"], help="which loop (cpu: llama.cpp on this host; gpu: vLLM / SGLang)")
+    parser.add_argument("--gpu", default=None, help="gpu loop: the GPU spec the engine runs on (e.g. h100-sxm)")
+    parser.add_argument("--model-spec", default=None, help="gpu loop: catalog model of the engine (default: the config's served name)")
+    parser.add_argument("--dtype", default="bf16", help="gpu loop: weight dtype (bytes per parameter of the weight term; default bf16)")
+    parser.add_argument("--target", dest="target_url", default=None, help="gpu loop: measure this running deployment (URL) instead of launching the config")
+    parser.add_argument("--config", default=None, help="engine config (cpu default: llama-cpp-gemma3-270m; gpu: a vLLM or SGLang config)")
     parser.add_argument("--prompt-tokens", type=int, default=512, help="prompt length for prefill and TTFT (default 512)")
     parser.add_argument("--decode-prompt-tokens", type=int, default=32, help="prompt length of the decode requests (default 32)")
     parser.add_argument("--output-tokens", type=int, default=64, help="tokens generated per decode request (default 64)")
     parser.add_argument("--batches", default="1,2,4", help="decode batch sizes = concurrent requests (default 1,2,4)")
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each stage measurement; the median is reported (default 3, 1 with --quick)")
     parser.add_argument("--model", default=None, help="a .gguf file to serve instead of the config's model (any GGUF)")
-    parser.add_argument("--calibration", default=None, help="the engine's step-time calibration (JSON) to drive the twin; default: the roofline with this run's host constants")
+    parser.add_argument("--calibration", default=None, help="cpu: the engine's step-time calibration (`harness step-time fit`); gpu: a "
+                        "`harness calibrate` file for the GPU. Default: cpu uses this run's host constants, gpu the datasheet (uncalibrated)")
     parser.add_argument("--proxy", action="store_true", help="allow a calibration of another kernel family, thread count or model (the report says so)")
     parser.add_argument("--mixes", default="512/64,128/256", help="served-load prompt/output token mixes (default: %(default)s)")
     parser.add_argument("--rates", default="0.2,0.5,0.8,1.2", help="arrival rates as fractions of the predicted capacity (default: %(default)s)")
@@ -74,16 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from harness.loop.render import render_markdown  # noqa: PLC0415
-    from harness.loop.run import LoopOptions, run_loop  # noqa: PLC0415
 
-    opts = LoopOptions(
-        config=args.config, model=args.model, calibration=args.calibration, proxy=args.proxy, prompt_tokens=args.prompt_tokens, decode_prompt_tokens=args.decode_prompt_tokens,
-        output_tokens=args.output_tokens, batches=_batches(args.batches), reps=1 if args.quick and args.reps == 3 else args.reps,
-        quick=args.quick, stages=not args.no_stages, served=not args.no_served, mixes=_mixes(args.mixes),
-        rate_fractions=_fractions(args.rates), point_duration_s=args.point_duration_s, seed=args.seed,
-        results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
-    )
-    rep = run_loop(opts)
+    rep = _gpu(args) if args.target == "gpu" else _cpu(args)
     md = render_markdown(rep)
     if args.markdown:
         out = Path(args.markdown)
@@ -97,3 +94,33 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(md, end="")
     return 0
+
+
+def _cpu(args: argparse.Namespace):
+    from harness.loop.run import LoopOptions, run_loop  # noqa: PLC0415
+
+    if args.target_url:
+        raise HarnessError("--target is for `harness loop gpu`; the CPU loop launches llama.cpp from --config itself.")
+    opts = LoopOptions(
+        config=args.config or "llama-cpp-gemma3-270m", model=args.model, calibration=args.calibration, proxy=args.proxy,
+        prompt_tokens=args.prompt_tokens, decode_prompt_tokens=args.decode_prompt_tokens,
+        output_tokens=args.output_tokens, batches=_batches(args.batches), reps=1 if args.quick and args.reps == 3 else args.reps,
+        quick=args.quick, stages=not args.no_stages, served=not args.no_served, mixes=_mixes(args.mixes),
+        rate_fractions=_fractions(args.rates), point_duration_s=args.point_duration_s, seed=args.seed,
+        results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
+    )
+    return run_loop(opts)
+
+
+def _gpu(args: argparse.Namespace):
+    from harness.loop.gpu import GpuLoopOptions, run_gpu_loop  # noqa: PLC0415
+
+    if not args.config or not args.gpu:
+        raise HarnessError("`harness loop gpu` needs --config (a vLLM or SGLang engine config) and --gpu (its GPU spec, e.g. h100-sxm).")
+    opts = GpuLoopOptions(
+        config=args.config, gpu=args.gpu, model_spec=args.model_spec, calibration=args.calibration, dtype=args.dtype,
+        target_url=args.target_url, mixes=_mixes(args.mixes), rate_fractions=_fractions(args.rates),
+        point_duration_s=args.point_duration_s or (10.0 if args.quick else 60.0), seed=args.seed,
+        results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
+    )
+    return run_gpu_loop(opts)

@@ -8,7 +8,9 @@ Served load: the twin (harness.target.twin) simulates the seeded workload at eac
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import Any
 
 from harness.loop.calibrate import CpuConstants, host_gpu_spec
 from harness.specs.gguf_model import GgufModel
@@ -51,3 +53,41 @@ def predict(gm: GgufModel, c: CpuConstants, *, prompt_tokens: int, decode_prompt
     return out
 
 
+
+
+def served_predictions(twin: Any, mixes: tuple[tuple[int, int], ...], rate_fractions: tuple[float, ...], duration_s: float,
+                       seed: int) -> tuple[dict[str, dict[str, float]], list[Any], list[tuple[int, tuple[int, int], float, float, Any]]]:
+    """The twin's capacity per mix and its prediction at every (mix, rate) point of the seeded workloads.
+
+    Returns (capacity by mix, ServedPoint list, work list of (point, mix, fraction, rate, artifact)) — the artifacts
+    are what the measurement then sends, so the prediction and the measurement see the same arrivals and lengths."""
+    from harness.loop.report import ServedPoint  # noqa: PLC0415
+    from harness.target.twin import capacity, predict_point, requests_from_rows  # noqa: PLC0415
+
+    caps: dict[str, dict[str, float]] = {}
+    points: list[Any] = []
+    work: list[tuple[int, tuple[int, int], float, float, Any]] = []
+    for mix in mixes:
+        name = f"{mix[0]}/{mix[1]}"
+        cap_rps, cap_tok = capacity(twin.make_scheduler, mix[0], mix[1], slots=twin.slots)
+        caps[name] = {"requests_per_s": cap_rps, "output_tokens_per_s": cap_tok}
+        for f in rate_fractions:
+            pt = len(work)
+            art = seeded_workload(mix, f * cap_rps, duration_s, seed, pt)
+            t0 = time.perf_counter()
+            fig = predict_point(twin.make_scheduler, requests_from_rows(art.rows), rate_per_s=f * cap_rps, span_s=duration_s)
+            points.append(ServedPoint(name, pt, mix[0], mix[1], f * cap_rps, f, art.count, fig.to_dict(), None, time.perf_counter() - t0))
+            work.append((pt, mix, f, f * cap_rps, art))
+    return caps, points, work
+
+
+def seeded_workload(mix: tuple[int, int], rate: float, duration_s: float, seed: int, point: int) -> Any:
+    """Poisson arrivals at `rate` for `duration_s`, every prompt `mix[0]` tokens and output `mix[1]` (completions API)."""
+    from workloads.mixes import single_turn  # noqa: PLC0415
+    from workloads.schedule import make_schedule  # noqa: PLC0415
+
+    sched = make_schedule("poisson", rate_per_s=rate, duration_s=duration_s, seed=seed * 1000 + point)
+    if sched.count == 0:
+        sched = make_schedule("constant", rate_per_s=max(rate, 1.0 / duration_s), duration_s=duration_s, seed=seed)
+    return single_turn(f"loop-{mix[0]}-{mix[1]}", sched, input_tokens=mix[0], output_tokens=mix[1], api="completions",
+                       seed=seed * 1000 + point)

@@ -1,4 +1,4 @@
-"""Step 5 of the CPU loop: render the report as Markdown (what docs/loop-cpu.md shows)."""
+"""Step 5 of the loop: render the report as Markdown (what docs/loop-cpu.md shows)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ def render_markdown(r: LoopReport) -> str:
         head = [f"**Run {r.status}**: {r.error}", "", "What was measured before that is below; the partial run is kept.", ""]
     else:
         head = []
+    if "gguf" not in r.model:  # the GPU loop: no host calibration, no stages
+        lines = head + [f"Model: {r.model.get('name')}; engine: {r.engine.get('name')} ({s.get('config')}) on {s.get('gpu')}"
+                        + (f", measured at {s['target_url']}" if s.get("target_url") else "") + "."]
+        lines += _served(r)
+        return _tail(r, lines)
     lines = head + [
         f"Model: `{r.model['gguf'].rsplit('/', 1)[-1]}` ({r.model['architecture']}, {r.model['file_type']}); "
         f"streamed weights per forward pass {r.model['streamed_weight_bytes'] / 2**20:.1f} MiB "
@@ -29,11 +34,12 @@ def render_markdown(r: LoopReport) -> str:
         f"commit {r.engine.get('commit') or 'unknown'}), {s['threads']} threads, "
         f"{r.engine['flags']['parallel']} slots. Prompt {s['prompt_tokens']} tokens; decode: {s['decode_prompt_tokens']}-token "
         f"prompts, {s['output_tokens']} output tokens; {s['reps']} repetitions (median). Host load average (1 min) "
-        f"{s['load_average_1m_before_after'][0]:.1f} before, {_f1(s['load_average_1m_before_after'][1])} after.",
+        f"{s['load_average_1m_before_after'][0]:.1f} before, {_f1(s['load_average_1m_before_after'][1])} after"
+        + (f"; the whole loop took {s['loop_wall_s'] / 60:.1f} min." if s.get("loop_wall_s") else "."),
         "",
     ]
     if c is None:
-        return "\n".join(lines) + "\n"
+        return _tail(r, lines)
     lines += [
         "Calibrated constants (microbench timing core, engine stopped):",
         "",
@@ -100,7 +106,13 @@ def _served(r: LoopReport) -> list[str]:
     if not r.served:
         return []
     lines = ["", "### Served load: the digital twin (simulated) against the engine under the load generator", ""]
-    if r.twin:
+    if r.twin and r.twin.get("engine") != "llama.cpp":
+        st = r.twin.get("settings", {})
+        lines.append(f"Twin: {r.twin.get('engine')} scheduler, up to {st.get('max_num_seqs')} running requests, "
+                     f"{st.get('max_num_batched_tokens')} tokens a step, prefill and decode {'mixed' if st.get('mixed') else 'in separate steps'}, "
+                     f"prefix caching {'on' if st.get('prefix_caching') else 'off'}; step times: {r.twin.get('source')}.")
+        lines += [f"- assumed: {a}" for a in st.get("assumptions", [])]
+    elif r.twin:
         st = r.twin.get("settings", {})
         lines.append(f"Twin: llama-server scheduler with {st.get('slots')} slots, slot context {r.twin.get('settings', {}).get('n_ctx_slot', '—')}, "
                      f"-b {st.get('batch_size')} / -ub {st.get('ubatch_size')}, continuous batching {'on' if st.get('cont_batching') else 'off'}, "

@@ -24,7 +24,7 @@ from harness.errors import HarnessError
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
 from harness.loop.compare import ServedComparison, compare, compare_capacity, compare_served, served_verdict
 from harness.loop.measure import Measured, RequestCheck, ServedMeasurement, _body, fit_prompts, measure_decode, measure_prefill, measure_served, token_prompt
-from harness.loop.predict import DEFAULT_BATCHES, Predicted, predict
+from harness.loop.predict import DEFAULT_BATCHES, Predicted, predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
 
 DEFAULT_MIXES = ((512, 64), (128, 256))
@@ -132,17 +132,6 @@ def _check_context(opts: LoopOptions, n_ctx_slot: int) -> None:
         )
 
 
-def _workload(mix: tuple[int, int], rate: float, duration_s: float, seed: int, point: int) -> Any:
-    from workloads.mixes import single_turn  # noqa: PLC0415
-    from workloads.schedule import make_schedule  # noqa: PLC0415
-
-    sched = make_schedule("poisson", rate_per_s=rate, duration_s=duration_s, seed=seed * 1000 + point)
-    if sched.count == 0:
-        sched = make_schedule("constant", rate_per_s=max(rate, 1.0 / duration_s), duration_s=duration_s, seed=seed)
-    return single_turn(f"loop-{mix[0]}-{mix[1]}", sched, input_tokens=mix[0], output_tokens=mix[1], api="completions",
-                       seed=seed * 1000 + point)
-
-
 def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _stderr, **kw: Any) -> LoopReport:
     """Calibrate (engine stopped), predict, launch, measure, compare, store. Keyword arguments build LoopOptions."""
     from harness.engines import http  # noqa: PLC0415
@@ -150,8 +139,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _
     from harness.engines.llama_cpp import resolve_model  # noqa: PLC0415
     from harness.engines.session import make_plan  # noqa: PLC0415
     from harness.specs.gguf_model import read_gguf  # noqa: PLC0415
-    from harness.target.twin import capacity, predict_point, requests_from_rows, twin_dict  # noqa: PLC0415
-    from workloads.artifact import WorkloadArtifact, save_artifact  # noqa: PLC0415
+    from harness.target.twin import twin_dict  # noqa: PLC0415
 
     if opts is None:
         opts = LoopOptions(**kw)
@@ -210,19 +198,9 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _
             writer.write_json("twin.json", twin_dict(twin))
         work: list[tuple[int, tuple[int, int], float, float, Any]] = []
         if opts.served:
-            for mix in opts.mixes:
-                name = f"{mix[0]}/{mix[1]}"
-                cap_rps, cap_tok = capacity(twin.make_scheduler, mix[0], mix[1], slots=twin.settings.slots)
-                state["capacity"][name] = {"requests_per_s": cap_rps, "output_tokens_per_s": cap_tok}
-                for f in opts.rate_fractions:
-                    pt = len(work)
-                    art = _workload(mix, f * cap_rps, opts.duration_s, opts.seed, pt)
-                    t0 = time.perf_counter()
-                    fig = predict_point(twin.make_scheduler, requests_from_rows(art.rows), rate_per_s=f * cap_rps, span_s=opts.duration_s)
-                    state["served"].append(ServedPoint(name, pt, mix[0], mix[1], f * cap_rps, f, art.count, fig.to_dict(), None,
-                                                       time.perf_counter() - t0))
-                    work.append((pt, mix, f, f * cap_rps, art))
-                say(f"twin: {name} capacity {cap_rps:.3f} req/s ({cap_tok:.1f} output tokens/s), simulated")
+            state["capacity"], state["served"], work = served_predictions(twin, opts.mixes, opts.rate_fractions, opts.duration_s, opts.seed)
+            for name, c in state["capacity"].items():
+                say(f"twin: {name} capacity {c['requests_per_s']:.3f} req/s ({c['output_tokens_per_s']:.1f} output tokens/s), simulated")
             if writer:
                 writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted for p in state["served"]])
         say(f"starting {plan.engine} ({cfg.name}) for the measurement")
@@ -248,32 +226,8 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _
                         state["checks"] += cs
                     if writer:
                         writer.append("loop_requests", [c.to_dict() for c in state["checks"]])
-                load_root = str(Path(writer.path) / "load") if writer else tempfile.mkdtemp(prefix="harness-loop-load-")
-                for pt, mix, f, rate, art in work:
-                    _alive(eng, proc)
-                    name = f"{mix[0]}/{mix[1]}"
-                    say(f"served point {pt + 1}/{len(work)}: {name} at {rate:.3f} req/s ({f:.0%} of predicted capacity), {art.count} requests")
-                    wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
-                    rows, inexact = fit_prompts(url, art.rows)
-                    if inexact:
-                        state["notes"].append(f"{name} point {pt}: {inexact} prompts could not be made exactly {mix[0]} tokens; "
-                                              "the twin was given the engine's count")
-                        art = WorkloadArtifact(art.name, rows, art.meta)
-                        # re-predict with the counts the engine will see (same arrivals)
-                        fig = predict_point(twin.make_scheduler, requests_from_rows(art.rows), rate_per_s=rate, span_s=opts.duration_s)
-                        state["served"][pt] = replace(state["served"][pt], predicted=fig.to_dict())
-                    else:
-                        art = WorkloadArtifact(art.name, rows, art.meta)
-                    path = save_artifact(art, wd)
-                    m = measure_served(url, served_name, name, rate, str(path), opts.duration_s, load_root, wd, pid, threads,
-                                       request_timeout_s=max(60.0, 4 * opts.duration_s))
-                    _alive(eng, proc)
-                    if m.requests_ok == 0:
-                        raise HarnessError(f"no request of the {name} point at {rate:.3g} req/s succeeded ({m.errors_by_class}); "
-                                           f"is the engine serving at {url}? Load run: {m.run_dir}")
-                    state["measurements"][pt] = m
-                    if writer:
-                        writer.append("loop_served", [m.to_dict() | {"point": pt}])
+                measure_points(url, served_name, work, state, twin, opts.duration_s, writer, pid, threads, say,
+                               alive=lambda: _alive(eng, proc), fit_to_tokenizer=True)
             except BaseException:
                 # did the engine die by itself? (checked before the context manager stops it; a dying process
                 # resets its connections a moment before it can be reaped, so give it a second)
@@ -305,6 +259,40 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _
     if writer:
         _finish(writer, rep)
     return rep
+
+
+def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, int], float, float, Any]], state: dict[str, Any],
+                   twin: Any, duration_s: float, writer: Any, pid: int | None, threads: int, say: ProgressFn,
+                   alive: Callable[[], None] = lambda: None, fit_to_tokenizer: bool = False) -> None:
+    """Run every served point with the load generator; results go into state["measurements"] and the loop_served table."""
+    from harness.target.twin import predict_point, requests_from_rows  # noqa: PLC0415
+    from workloads.artifact import WorkloadArtifact, save_artifact  # noqa: PLC0415
+
+    load_root = str(Path(writer.path) / "load") if writer else tempfile.mkdtemp(prefix="harness-loop-load-")
+    for pt, mix, f, rate, art in work:
+        alive()
+        name = f"{mix[0]}/{mix[1]}"
+        say(f"served point {pt + 1}/{len(work)}: {name} at {rate:.3f} req/s ({f:.0%} of predicted capacity), {art.count} requests")
+        wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
+        if fit_to_tokenizer:
+            rows, inexact = fit_prompts(url, art.rows)
+            art = WorkloadArtifact(art.name, rows, art.meta)
+            if inexact:
+                state["notes"].append(f"{name} point {pt}: {inexact} prompts could not be made exactly {mix[0]} tokens; "
+                                      "the twin was given the engine's count")
+                # re-predict with the counts the engine will see (same arrivals)
+                fig = predict_point(twin.make_scheduler, requests_from_rows(art.rows), rate_per_s=rate, span_s=duration_s)
+                state["served"][pt] = replace(state["served"][pt], predicted=fig.to_dict())
+        path = save_artifact(art, wd)
+        m = measure_served(url, served_name, name, rate, str(path), duration_s, load_root, wd, pid, threads,
+                           request_timeout_s=max(60.0, 4 * duration_s))
+        alive()
+        if m.requests_ok == 0:
+            raise HarnessError(f"no request of the {name} point at {rate:.3g} req/s succeeded ({m.errors_by_class}); "
+                               f"is the engine serving at {url}? Load run: {m.run_dir}")
+        state["measurements"][pt] = m
+        if writer:
+            writer.append("loop_served", [m.to_dict() | {"point": pt}])
 
 
 def _alive(eng: Any, proc: Any) -> None:

@@ -89,6 +89,16 @@ class ServiceModelStepTimes:
 
     service: Any  # GpuServiceModel
 
+    def to_dict(self) -> dict[str, Any]:
+        s = self.service
+        return {"kind": "service-model", "gpu": s.gpu.name, "model_spec": asdict(s.model), "efficiency": asdict(s.efficiency),
+                "weight_bytes_per_param": s.weight_bytes_per_param, "kv_bytes_per_elem": s.kv_bytes_per_elem,
+                "source": f"Chapter 9 roofline on {s.gpu.name} with efficiency {s.efficiency.compute:g} / {s.efficiency.bandwidth:g}"}
+
+    @property
+    def source(self) -> str:
+        return self.to_dict()["source"]
+
     def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
         return self.service.prefill_s(prompt_tokens, cached_tokens)
 
@@ -183,3 +193,56 @@ def calibrated_step_times(calibration_file: str, engine_settings: Any, *, proxy:
         es = EngineSettings.from_engine_config(engine_settings)
     model = step_time_model(calibration_file, es, proxy=proxy)
     return CalibratedStepTimes(model, str(calibration_file), asdict(es), proxy, bound)
+
+
+@dataclass(frozen=True)
+class GpuRooflineStepTimes:
+    """Chapter 9 roofline on a GPU spec, the efficiency taken per step from a calibration's curves (or a fixed one)."""
+
+    gpu: Any  # GpuSpec
+    model: Any  # ModelSpec
+    dtype: str = "bf16"
+    weight_bytes_per_param: float = 2.0
+    kv_bytes_per_elem: float = 2.0
+    constants: Any = None  # harness.calibration.apply.MeasuredConstants, or None: fixed `efficiency`
+    efficiency: Any = None  # harness.model.stages.Efficiency used when constants is None
+    calibration_file: str | None = None
+
+    def _eff(self, batch: int, tokens: int) -> Any:
+        from harness.model.stages import Efficiency  # noqa: PLC0415
+
+        if self.constants is not None:
+            e = self.constants.efficiency(self.gpu.name, batch, tokens, self.dtype)
+            if e is not None:
+                return e
+        return self.efficiency or Efficiency()
+
+    def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
+        from harness.model.forward import prefill_work  # noqa: PLC0415
+        from harness.target.service_times import roofline_s  # noqa: PLC0415
+
+        w = prefill_work(self.model, int(prompt_tokens), int(cached_tokens), self.weight_bytes_per_param, self.kv_bytes_per_elem)
+        return roofline_s(w.flops, w.bytes, self.gpu, self._eff(1, int(prompt_tokens)))
+
+    def decode_step_time_s(self, batch: int, context_tokens: float) -> float:
+        from harness.model.forward import decode_step_work  # noqa: PLC0415
+        from harness.target.service_times import roofline_s  # noqa: PLC0415
+
+        w = decode_step_work(self.model, int(batch), float(context_tokens), self.weight_bytes_per_param, self.kv_bytes_per_elem)
+        return roofline_s(w.flops, w.bytes, self.gpu, self._eff(int(batch), 1))
+
+    @property
+    def source(self) -> str:
+        if self.constants is not None:
+            return f"Chapter 9 roofline on {self.gpu.name}, efficiency curves from {self.calibration_file}"
+        e = self.efficiency
+        return (f"UNCALIBRATED: Chapter 9 roofline on the {self.gpu.name} datasheet with efficiency "
+                f"{getattr(e, 'compute', 0.5):g} compute / {getattr(e, 'bandwidth', 0.5):g} bandwidth")
+
+    def to_dict(self) -> dict[str, Any]:
+        from harness.model.stages import Efficiency  # noqa: PLC0415
+
+        return {"kind": "gpu-roofline", "gpu": self.gpu.name,
+                "model_spec": asdict(self.model), "dtype": self.dtype, "calibration_file": self.calibration_file,
+                "efficiency": asdict(self.efficiency or Efficiency()), "weight_bytes_per_param": self.weight_bytes_per_param,
+                "kv_bytes_per_elem": self.kv_bytes_per_elem, "source": self.source}

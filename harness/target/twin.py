@@ -31,17 +31,26 @@ TWIN_SCHEMA_VERSION = 1
 class TwinSpec:
     """Everything the twin needs to stand in for one engine deployment."""
 
-    engine: str  # "llama.cpp" (the scheduler modelled)
-    settings: LlamaServerSettings
+    engine: str  # "llama.cpp", "vllm" or "sglang" (the scheduler modelled)
+    settings: Any  # LlamaServerSettings (llama.cpp) or ChunkedPrefillSettings (vLLM, SGLang)
     step_times: StepTimes
     model: str  # a name or GGUF path, for the report
     source: str  # where the step times came from (calibration run, constants)
     notes: tuple[str, ...] = field(default=())
 
-    def make_scheduler(self) -> LlamaServerScheduler:
-        if self.engine != "llama.cpp":
-            raise HarnessError(f"the twin models llama.cpp's scheduler; engine {self.engine!r} has no scheduler model yet.")
-        return LlamaServerScheduler(self.settings, self.step_times)
+    def make_scheduler(self) -> Any:
+        if self.engine == "llama.cpp":
+            return LlamaServerScheduler(self.settings, self.step_times)
+        if self.engine in ("vllm", "sglang"):
+            from harness.target.chunked_prefill import ChunkedPrefillScheduler  # noqa: PLC0415
+
+            return ChunkedPrefillScheduler(self.settings, self.step_times)
+        raise HarnessError(f"the twin has scheduler models for llama.cpp, vllm and sglang; engine {self.engine!r} has none.")
+
+    @property
+    def slots(self) -> int:
+        """The most requests the engine runs at once."""
+        return getattr(self.settings, "slots", None) or getattr(self.settings, "max_num_seqs")
 
     def to_dict(self) -> dict[str, Any]:
         st = self.step_times
@@ -56,6 +65,8 @@ def twin_dict(spec: TwinSpec) -> dict[str, Any]:
     st = spec.step_times
     if isinstance(st, RooflineStepTimes):
         d["step_times"]["model_spec"] = asdict(st.model)
+    if d["engine"] in ("vllm", "sglang"):
+        d["settings"] = spec.settings.to_dict()
     return d
 
 
@@ -86,7 +97,12 @@ def load_twin(path: str | Path) -> TwinSpec:
     if v > TWIN_SCHEMA_VERSION:
         raise HarnessError(f"twin spec {p} has schema_version {v}, newer than this harness understands ({TWIN_SCHEMA_VERSION}); upgrade the harness.")
     try:
-        settings = LlamaServerSettings(**d["settings"])
+        if d["engine"] in ("vllm", "sglang"):
+            from harness.target.chunked_prefill import ChunkedPrefillSettings  # noqa: PLC0415
+
+            settings: Any = ChunkedPrefillSettings(**{**d["settings"], "assumptions": tuple(d["settings"].get("assumptions", ()))})
+        else:
+            settings = LlamaServerSettings(**d["settings"])
         st = d["step_times"]
         if st.get("kind") == "calibrated":
             from harness.target.step_times import calibrated_step_times  # noqa: PLC0415
@@ -94,8 +110,31 @@ def load_twin(path: str | Path) -> TwinSpec:
             times = calibrated_step_times(st["calibration_file"], st["engine_settings"], proxy=bool(st.get("proxy")),
                                           bound=st.get("bound", "value"))
             return TwinSpec(d["engine"], settings, times, d["model"], d["source"], tuple(d.get("notes", ())))
+        if st.get("kind") == "service-model":
+            from harness.specs.gpus import get_gpu  # noqa: PLC0415
+            from harness.model.stages import Efficiency  # noqa: PLC0415
+            from harness.target.service_times import GpuServiceModel  # noqa: PLC0415
+            from harness.target.step_times import ServiceModelStepTimes  # noqa: PLC0415
+
+            svc = GpuServiceModel(get_gpu(st["gpu"]), ModelSpec(**st["model_spec"]), Efficiency(**st["efficiency"]),
+                                  st["weight_bytes_per_param"], st["kv_bytes_per_elem"])
+            return TwinSpec(d["engine"], settings, ServiceModelStepTimes(svc), d["model"], d["source"], tuple(d.get("notes", ())))
+        if st.get("kind") == "gpu-roofline":
+            from harness.model.stages import Efficiency  # noqa: PLC0415
+            from harness.specs.gpus import get_gpu  # noqa: PLC0415
+            from harness.target.step_times import GpuRooflineStepTimes  # noqa: PLC0415
+
+            constants = None
+            if st.get("calibration_file"):
+                from harness.calibration.apply import MeasuredConstants  # noqa: PLC0415
+                from harness.calibration.file import load_calibration  # noqa: PLC0415
+
+                constants = MeasuredConstants(load_calibration(st["calibration_file"]), st["calibration_file"])
+            times = GpuRooflineStepTimes(get_gpu(st["gpu"]), ModelSpec(**st["model_spec"]), st["dtype"], st["weight_bytes_per_param"],
+                                         st["kv_bytes_per_elem"], constants, Efficiency(**st["efficiency"]), st.get("calibration_file"))
+            return TwinSpec(d["engine"], settings, times, d["model"], d["source"], tuple(d.get("notes", ())))
         if st.get("kind") != "roofline":
-            raise HarnessError(f"twin spec {p}: step_times.kind {st.get('kind')!r} cannot be rebuilt from JSON; known: roofline, calibrated.")
+            raise HarnessError(f"twin spec {p}: step_times.kind {st.get('kind')!r} cannot be rebuilt from JSON; known: roofline, calibrated, service-model, gpu-roofline.")
         model = ModelSpec(**st["model_spec"])
         times = RooflineStepTimes(model, st["flops_per_s"], st["bytes_per_s"], st["weight_bytes_per_param"],
                                   st["kv_bytes_per_elem"], st.get("source", "roofline"))

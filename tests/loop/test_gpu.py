@@ -1,0 +1,90 @@
+"""The loop for GPU engines on a CPU: a vLLM / SGLang twin predicted, then measured against the embedded target serving
+that twin (a simulated "engine" in real time) and against a stand-in engine launched from a vLLM config."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.loop.gpu import GpuLoopOptions, gpu_twin, run_gpu_loop
+from harness.loop.render import render_markdown
+from harness.store import Run
+from harness.target.twin import save_twin
+
+FAKE = Path(__file__).resolve().parents[1] / "engines" / "fake_llama_server.py"
+
+
+def vllm_config(tmp_path: Path, command: list[str] | None = None, engine: str = "vllm") -> Path:
+    p = tmp_path / f"{engine}.toml"
+    section = ("[vllm]\nmax_num_seqs = 4\nmax_num_batched_tokens = 512\nenable_prefix_caching = true\n" if engine == "vllm"
+               else "[sglang]\nmax_running_requests = 4\nchunked_prefill_size = 512\n")
+    cmd = f"command = {command!r}\n".replace("'", '"') if command else ""
+    p.write_text(f'''schema_version = 1
+name = "{engine}-test"
+engine = "{engine}"
+[model]
+hf_id = "Qwen/Qwen3-8B"
+served_name = "qwen3-8b"
+[server]
+host = "127.0.0.1"
+port = 0
+{section}{cmd}[startup]
+timeout_s = 30
+stop_timeout_s = 5
+''')
+    return p
+
+
+def opts(cfg: Path, tmp_path: Path, **kw) -> GpuLoopOptions:
+    base = dict(config=str(cfg), gpu="h100-sxm", mixes=((256, 16),), rate_fractions=(0.3, 1.2), point_duration_s=3.0,
+                results_dir=str(tmp_path / "results"))
+    return GpuLoopOptions(**{**base, **kw})
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_gpu_loop_against_the_simulated_twin(tmp_path, engine):
+    from harness.target.process import start_target
+
+    cfg = vllm_config(tmp_path, engine=engine)
+    o = opts(cfg, tmp_path)
+    _, twin = gpu_twin(o)
+    assert "UNCALIBRATED" in twin.source  # no calibration file: the datasheet, said so
+    path = save_twin(twin, tmp_path / "twin.json")
+    with start_target(["--twin", str(path)], max_lifetime_s=120) as t:
+        rep = run_gpu_loop(GpuLoopOptions(**{**o.__dict__, "target_url": t.url}), progress=None)
+    assert rep.status == "complete" and len(rep.served) == 2
+    run = Run(rep.run_dir)
+    assert {"loop_prediction", "loop_served", "loop_served_comparison"} <= set(run.tables())
+    by = {(c.point, c.metric): c for c in rep.served_comparisons}
+    for p in rep.served:
+        c = by[(p.point, "ttft_p50_s")]
+        # the HTTP twin emits at its scheduled instants or later, never earlier: measured >= predicted (less clock slack)
+        assert c.measured >= 0.9 * c.predicted
+    md = render_markdown(rep)
+    assert f"Twin: {engine} scheduler" in md and "UNCALIBRATED" in md
+
+
+def test_gpu_loop_launches_the_engine_from_its_config(tmp_path):
+    cfg = vllm_config(tmp_path, command=[sys.executable, str(FAKE)])
+    rep = run_gpu_loop(opts(cfg, tmp_path, rate_fractions=(0.05,), point_duration_s=2.0, log_dir=str(tmp_path / "logs")), progress=None)
+    assert rep.status == "complete" and rep.served[0].measured["requests_ok"] > 0
+
+
+def test_unreachable_target_keeps_the_partial_run(tmp_path):
+    cfg = vllm_config(tmp_path)
+    with pytest.raises(HarnessError, match="unreachable") as exc:
+        run_gpu_loop(opts(cfg, tmp_path, target_url="http://127.0.0.1:9"), progress=None)
+    assert "partial loop run is kept" in str(exc.value)
+    run_dir = str(exc.value).rsplit("kept at ", 1)[1].split(" (status")[0]
+    assert Run(run_dir).json("loop_report.json")["status"] == "failed"
+    assert "loop_prediction" in Run(run_dir).tables()  # the prediction made before the failure is kept
+
+
+def test_gpu_loop_refuses_other_engines(tmp_path):
+    with pytest.raises(HarnessError, match="vLLM or SGLang"):
+        gpu_twin(GpuLoopOptions(config="llama-cpp-gemma3-270m", gpu="h100-sxm"))
+    with pytest.raises(HarnessError, match="--point-duration-s"):
+        GpuLoopOptions(config="x", gpu="h100-sxm", point_duration_s=0.1)
