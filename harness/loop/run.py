@@ -199,10 +199,12 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _
         work: list[tuple[int, tuple[int, int], float, float, Any]] = []
         if opts.served:
             state["capacity"], state["served"], work = served_predictions(twin, opts.mixes, opts.rate_fractions, opts.duration_s, opts.seed)
+            state["artifacts"] = {pt: art for pt, _, _, _, art in work}
             for name, c in state["capacity"].items():
                 say(f"twin: {name} capacity {c['requests_per_s']:.3f} req/s ({c['output_tokens_per_s']:.1f} output tokens/s), simulated")
             if writer:
-                writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted for p in state["served"]])
+                writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted | {"revision": 1}
+                                                    for p in state["served"]])
         say(f"starting {plan.engine} ({cfg.name}) for the measurement")
         proc = None
         with RunningEngine(plan, log_dir=opts.log_dir) as eng:
@@ -226,6 +228,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _
                         state["checks"] += cs
                     if writer:
                         writer.append("loop_requests", [c.to_dict() for c in state["checks"]])
+                    twin = _with_request_overhead(twin, state, opts, writer, say)
                 measure_points(url, served_name, work, state, twin, opts.duration_s, writer, pid, threads, say,
                                alive=lambda: _alive(eng, proc), fit_to_tokenizer=True)
             except BaseException:
@@ -293,6 +296,35 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
         state["measurements"][pt] = m
         if writer:
             writer.append("loop_served", [m.to_dict() | {"point": pt}])
+
+
+def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, writer: Any, say: ProgressFn) -> Any:
+    """Calibration subset "stages": the isolated-prefill requests give the request overhead outside the step times
+    (client TTFT − the engine's own prompt time: HTTP, tokenizing, first-token streaming). The served points are
+    then re-predicted with it; they stay held out (no served measurement enters any fit)."""
+    import statistics  # noqa: PLC0415
+
+    from harness.target.twin import predict_point, requests_from_rows, twin_dict  # noqa: PLC0415
+
+    d = [c.ttft_minus_engine_prompt_s for c in state["checks"] if c.phase == "prefill" and c.ttft_minus_engine_prompt_s is not None]
+    if not d or twin.engine != "llama.cpp":
+        return twin
+    overhead = max(0.0, statistics.median(d))
+    twin = replace(twin, settings=replace(twin.settings, request_overhead_s=overhead),
+                   notes=(*twin.notes, f"request overhead {overhead * 1e3:.1f} ms (median client TTFT − engine prompt time of "
+                                       f"{len(d)} isolated-prefill requests: calibration subset 'stages')"))
+    state["twin"] = twin
+    state["notes"].append(twin.notes[-1])
+    say(f"request overhead from the isolated prefills: {overhead * 1e3:.1f} ms; re-predicting the served points")
+    for i, p in enumerate(state["served"]):
+        art = state["artifacts"][p.point]
+        fig = predict_point(twin.make_scheduler, requests_from_rows(art.rows), rate_per_s=p.rate_per_s, span_s=opts.duration_s)
+        state["served"][i] = replace(p, predicted=fig.to_dict())
+    if writer:
+        writer.write_json("twin.json", twin_dict(twin))
+        writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted | {"revision": 2}
+                                          for p in state["served"]])
+    return twin
 
 
 def _alive(eng: Any, proc: Any) -> None:

