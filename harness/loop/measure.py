@@ -100,7 +100,8 @@ def token_prompt(n: int, seed: int, vocab: int) -> list[int]:
     import random  # noqa: PLC0415
 
     rng = random.Random(seed)
-    lo, hi = 1000, max(1001, min(vocab - 1000, 200_000))
+    lo = min(1000, max(3, vocab // 8))  # away from the special tokens at both ends, also for a small vocabulary
+    hi = max(lo + 1, min(vocab - lo, 200_000))
     return [rng.randrange(lo, hi) for _ in range(n)]
 
 
@@ -223,6 +224,11 @@ def fit_prompts(endpoint: str, rows: list[dict[str, Any]]) -> tuple[list[dict[st
         ids = ids[:target]
         text = _detokenize(endpoint, ids)
         n = len(_tokenize(endpoint, text, True))
+        if n != target + n_special and text[:1].isspace():
+            # SentencePiece vocabularies add the leading space themselves: the detokenized text's own one is one token more
+            n2 = len(_tokenize(endpoint, text.lstrip(), True))
+            if abs(n2 - target - n_special) < abs(n - target - n_special):
+                text, n = text.lstrip(), n2
         if n != target + n_special:
             inexact += 1
         out.append({**r, "prompt": text, "prompt_tokens_target": n})
@@ -292,9 +298,9 @@ def busy_union_s(intervals: list[tuple[float, float]]) -> float:
 
 
 def saturated_rate(finished_s: list[float]) -> float | None:
-    """Completions per second between the 20th and 80th percentile completion instant (None below 5 completions)."""
+    """Completions per second between the 20th and 80th percentile completion instant (None below 10 completions)."""
     fin = sorted(finished_s)
-    if len(fin) < 5:
+    if len(fin) < 10:
         return None
     i20, i80 = int(0.2 * len(fin)), int(0.8 * len(fin))
     span = fin[i80] - fin[i20]

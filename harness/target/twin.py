@@ -54,7 +54,8 @@ class TwinSpec:
 
     def to_dict(self) -> dict[str, Any]:
         st = self.step_times
-        return {"schema_version": TWIN_SCHEMA_VERSION, "engine": self.engine, "settings": asdict(self.settings),
+        settings = self.settings.to_dict() if hasattr(self.settings, "to_dict") else asdict(self.settings)
+        return {"schema_version": TWIN_SCHEMA_VERSION, "engine": self.engine, "settings": settings,
                 "step_times": st.to_dict() if hasattr(st, "to_dict") else {"kind": type(st).__name__},
                 "model": self.model, "source": self.source, "notes": list(self.notes)}
 
@@ -65,8 +66,6 @@ def twin_dict(spec: TwinSpec) -> dict[str, Any]:
     st = spec.step_times
     if isinstance(st, RooflineStepTimes):
         d["step_times"]["model_spec"] = asdict(st.model)
-    if d["engine"] in ("vllm", "sglang"):
-        d["settings"] = spec.settings.to_dict()
     return d
 
 
@@ -102,7 +101,7 @@ def load_twin(path: str | Path) -> TwinSpec:
 
             settings: Any = ChunkedPrefillSettings(**{**d["settings"], "assumptions": tuple(d["settings"].get("assumptions", ()))})
         else:
-            settings = LlamaServerSettings(**d["settings"])
+            settings = LlamaServerSettings(**{k: v for k, v in d["settings"].items() if k != "n_ctx_slot"})
         st = d["step_times"]
         if st.get("kind") == "calibrated":
             from harness.target.step_times import calibrated_step_times  # noqa: PLC0415

@@ -2,8 +2,8 @@
 
 A second model of another shape and quant type than the shipped Gemma 3 270M (Q4_K_M): llama.cpp runs
 random weights at the same speed as trained ones, so the loop's timing figures are meaningful. The
-vocabulary holds the byte-fallback tokens and one token per synthetic prompt word (workloads.prompts),
-so the load generator's prompts tokenize one token per word.
+vocabulary holds the byte-fallback tokens, the letters, and every prefix of each synthetic prompt word
+(workloads.prompts), so the load generator's prompts tokenize one token per word.
 """
 
 from __future__ import annotations
@@ -25,10 +25,15 @@ def write_random_gguf(path: str | Path, *, n_layers: int = 4, hidden: int = 256,
     head_dim = hidden // heads
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
     types = [2, 3, 3] + [6] * 256  # unknown, control, control, byte
-    words = sorted({"\u2581" + w for w in WORDS} | {"\u2581"})
+    # llama.cpp's SentencePiece tokenizer builds a word by merging symbol pairs that are in the vocabulary, so every
+    # prefix of "▁word" is a piece too (longer pieces score higher and merge first): one token per prompt word
+    pieces = {"\u2581"} | {c for w in WORDS for c in w}
+    for w in WORDS:
+        pieces |= {"\u2581" + w[:k] for k in range(1, len(w) + 1)}
+    words = sorted(pieces, key=lambda p: (len(p), p))
     tokens += words
     types += [1] * len(words)
-    scores = [0.0] * 259 + [-float(i) for i in range(len(words))]
+    scores = [0.0] * 259 + [float(len(p)) for p in words]
     vocab = len(tokens)
 
     w = gguf.GGUFWriter(str(path), "llama")
