@@ -39,7 +39,7 @@ class SessionResult:
         }
 
 
-def _terminate_as_interrupt() -> Callable[[], None]:
+def terminate_as_interrupt() -> Callable[[], None]:
     """Make SIGTERM (and SIGHUP) end a session like Ctrl-C, so the engine is stopped on the way out.
 
     A background job started by a non-interactive shell ignores SIGINT, and an engine runs in its own
@@ -123,7 +123,7 @@ def run_session(
         writer = RunWriter(manifest, results_dir)
     eng = RunningEngine(plan, log_dir=log_dir)
     stop_codes: dict[str, int | None] = {}
-    restore = _terminate_as_interrupt()
+    restore = terminate_as_interrupt()
     try:
         try:
             ttr = eng.start()

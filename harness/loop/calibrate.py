@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ class CpuConstants:
     llc_bytes: float | None
     torch_version: str
     source: str
+    cpu_share: float | None = None  # this process's CPU-s / (wall × threads) while calibrating; < 0.85: contended
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,6 +63,7 @@ def calibrate_cpu(gm: GgufModel, *, prompt_tokens: int, threads: int, quick: boo
         raise HarnessError("no torch CPU backend for the calibration: " + "; ".join(r for _, r in det.missing))
     old_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     try:
         by_shape: dict[str, dict[str, float]] = {}
         tot_flops = tot_s = 0.0
@@ -85,10 +88,12 @@ def calibrate_cpu(gm: GgufModel, *, prompt_tokens: int, threads: int, quick: boo
             del fn
     finally:
         torch.set_num_threads(old_threads)
+    wall = time.perf_counter() - wall0
+    share = (time.process_time() - cpu0) / (wall * threads) if wall > 0 else None
     return CpuConstants(
         threads=threads, matmul_flops_per_s=tot_flops / tot_s, matmul_by_shape=by_shape,
         read_bandwidth_bytes_per_s=b_ws, working_set_bytes=nbytes, dram_bandwidth_bytes_per_s=b_dram,
-        dram_buffer_bytes=dram_bytes, llc_bytes=b.cache_bytes, torch_version=torch.__version__,
+        dram_buffer_bytes=dram_bytes, llc_bytes=b.cache_bytes, torch_version=torch.__version__, cpu_share=share,
         source=(f"microbench.gemm matmul_thunk (torch fp32, {threads} threads) at {gm.spec.name}'s projections × "
                 f"{prompt_tokens} tokens; read bandwidth: torch sum over {nbytes / 2**20:.0f} MiB fp32 "
                 f"(the decode working set); timing core microbench.timing ({'QUICK' if quick else 'FULL'} policy)"),

@@ -46,6 +46,9 @@ def render_markdown(r: LoopReport) -> str:
         f"- C_mm = {c.matmul_flops_per_s / 1e9:.1f} GFLOP/s (torch fp32 at the model's projections, {c.threads} threads)",
         f"- B_ws = {c.read_bandwidth_bytes_per_s / 1e9:.1f} GB/s (read of {c.working_set_bytes / 2**20:.0f} MiB, the decode working set)",
     ]
+    if c.cpu_share is not None:
+        lines.append(f"- the calibration got {c.cpu_share:.0%} of its {c.threads} cores" + (" (CONTENDED: the constants understate this host)"
+                                                                                         if c.cpu_share < 0.85 else ""))
     if c.dram_bandwidth_bytes_per_s:
         lines.append(f"- B_dram = {c.dram_bandwidth_bytes_per_s / 1e9:.1f} GB/s (read of {c.dram_buffer_bytes / 2**20:.0f} MiB, "
                      f"4× the {c.llc_bytes / 2**20:.0f} MiB LLC; reference only)")

@@ -167,6 +167,9 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _
                              "served": [], "measurements": {}, "notes": []}
     writer = _open_writer(opts, plan, settings, model_d)
     t_start = time.perf_counter()
+    from harness.engines.session import terminate_as_interrupt  # noqa: PLC0415
+
+    restore = terminate_as_interrupt()  # `kill` ends the loop like Ctrl-C: the engine is stopped, the partial run kept
 
     def report(status: str = "complete", error: str | None = None) -> LoopReport:
         comps = compare(state["pred"], state["measured"]) if state["measured"] else []
@@ -182,6 +185,11 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _
         say(f"calibrating {gm.spec.name} constants on {threads} threads (engine stopped)")
         consts = calibrate_cpu(gm, prompt_tokens=opts.prompt_tokens, threads=threads, quick=opts.quick)
         state["consts"] = consts
+        if consts.cpu_share is not None and consts.cpu_share < 0.85:
+            state["notes"].append(f"CONTENDED calibration: the calibration got {consts.cpu_share:.0%} of its {threads} cores (other "
+                                  "processes ran), so C_mm and B_ws understate this host and every prediction inherits that; "
+                                  "rerun on an idle host")
+            say(state["notes"][-1])
         if writer:
             writer.append("loop_calibration", [{"shape": k, **v} for k, v in consts.matmul_by_shape.items()])
         if opts.stages:
@@ -258,6 +266,8 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _
             if isinstance(exc, HarnessError):
                 raise HarnessError(f"{exc}\nThe partial loop run is kept at {writer.path} (status failed).") from None
         raise
+    finally:
+        restore()
     rep = report()
     if writer:
         _finish(writer, rep)
