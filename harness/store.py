@@ -28,9 +28,19 @@ DEFAULT_RESULTS = Path("results")
 # writer changes a field. History, each: 1 — first version (also: files written before sidecars carried a version).
 # summary.json is versioned by its owner, workloads.summary (SUMMARY_SCHEMA_VERSION, read_summary). A sidecar
 # not listed here is stamped version 1 when written (so every file the harness writes carries a version).
-SIDECAR_VERSIONS: dict[str, int] = {"plan.json": 1, "loop_report.json": 1, "loop_report.md.json": 1, "sweep.json": 1,
+# loop_report.json: 2 — status/error, served-load points, capacity, verdict, twin (harness.loop.report).
+SIDECAR_VERSIONS: dict[str, int] = {"plan.json": 1, "loop_report.json": 2, "loop_report.md.json": 1, "sweep.json": 1,
                                     "session_extra.json": 1, "engine_logs.json": 1}
+
+
+def _loop_report_1_to_2(d: dict) -> dict:
+    """A stages-only loop report (before the served-load loop): complete, no served points."""
+    return {**d, "status": d.get("status", "complete"), "error": d.get("error"), "twin": None, "capacity": {}, "served": [],
+            "served_comparisons": [], "verdict": None}
+
+
 SIDECAR_UPGRADES: dict[str, dict[int, Callable[[dict], dict]]] = {name: {} for name in SIDECAR_VERSIONS}
+SIDECAR_UPGRADES["loop_report.json"][1] = _loop_report_1_to_2
 
 
 def warn(message: str) -> None:

@@ -145,3 +145,18 @@ def test_capacity_is_judged_only_when_saturated():
     assert ok.met is True and ok.error_pct == pytest.approx(2.0)
     lb = compare_capacity("m", 3, 2.0, 1.2, 1.02, _Fig(request_throughput_per_s=1.99, saturated_rps=1.99))
     assert lb.met is None and "lower bound" in lb.note
+
+
+def test_loop_report_version_matches_the_store_and_v1_upgrades(tmp_path):
+    import json
+
+    from harness.loop.report import LOOP_REPORT_SCHEMA_VERSION
+    from harness.records import new_manifest
+    from harness.store import SIDECAR_VERSIONS, Run, RunWriter
+
+    assert SIDECAR_VERSIONS["loop_report.json"] == LOOP_REPORT_SCHEMA_VERSION == 2
+    with RunWriter(new_manifest("loop-cpu"), tmp_path) as w:
+        path = w.path
+    (path / "loop_report.json").write_text(json.dumps({"comparisons": [], "settings": {}}))  # a stages-only, unversioned file
+    d = Run(path).json("loop_report.json")
+    assert d["schema_version"] == 2 and d["status"] == "complete" and d["served"] == []

@@ -113,7 +113,7 @@ def test_sidecars_are_versioned_and_old_unversioned_ones_still_load(tmp_path):
         w.write_json("other.json", {"x": 1})
     run = Run(w.path)
     for name in ("plan.json", "loop_report.json"):
-        assert json.loads((w.path / name).read_text())["schema_version"] == SIDECAR_VERSIONS[name] == 1
+        assert json.loads((w.path / name).read_text())["schema_version"] == SIDECAR_VERSIONS[name]  # loop_report.json: 2
     assert run.json("plan.json") == {"schema_version": 1, "pd": 1}
     assert run.json("other.json") == {"schema_version": 1, "x": 1}
     assert run.json("summary.json") == {"schema_version": 1, "load": {"n": 1}}  # read_summary upgrades it
