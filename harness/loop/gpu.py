@@ -26,7 +26,7 @@ from harness.errors import HarnessError
 from harness.loop.compare import served_verdict
 from harness.loop.predict import served_predictions
 from harness.loop.report import LoopReport
-from harness.loop.run import DEFAULT_MIXES, DEFAULT_RATE_FRACTIONS, ProgressFn, _served_rows, _stderr, _with_measured, measure_points
+from harness.loop.run import DEFAULT_MIXES, DEFAULT_RATE_FRACTIONS, ProgressFn, served_rows, print_progress, with_measured, measure_points
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def gpu_twin(opts: GpuLoopOptions) -> tuple[Any, Any]:
     return cfg, TwinSpec(cfg.engine, settings, st, model.name, st.source, settings.assumptions)
 
 
-def run_gpu_loop(opts: GpuLoopOptions, *, progress: ProgressFn | None = _stderr) -> LoopReport:
+def run_gpu_loop(opts: GpuLoopOptions, *, progress: ProgressFn | None = print_progress) -> LoopReport:
     """Predict with the twin, measure with load (launching the config unless target_url is given), compare, store."""
     from harness.engines import http  # noqa: PLC0415
     from harness.engines.launcher import RunningEngine  # noqa: PLC0415
@@ -122,10 +122,10 @@ def run_gpu_loop(opts: GpuLoopOptions, *, progress: ProgressFn | None = _stderr)
     t0 = time.perf_counter()
 
     def report(status: str = "complete", error: str | None = None) -> LoopReport:
-        rows = _served_rows(state)
+        rows = served_rows(state)
         settings["loop_wall_s"] = time.perf_counter() - t0
         return LoopReport(model_d, engine_d, None, (), (), (), (), settings, str(writer.path) if writer else None,
-                          tuple(state["notes"]), status, error, twin.to_dict(), state["capacity"], tuple(_with_measured(state)),
+                          tuple(state["notes"]), status, error, twin.to_dict(), state["capacity"], tuple(with_measured(state)),
                           tuple(rows), served_verdict(rows) if rows else None)
 
     try:

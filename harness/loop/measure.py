@@ -105,7 +105,7 @@ def token_prompt(n: int, seed: int, vocab: int) -> list[int]:
     return [rng.randrange(lo, hi) for _ in range(n)]
 
 
-def _body(model: str, prompt: list[int], max_tokens: int) -> dict[str, Any]:
+def completion_body(model: str, prompt: list[int], max_tokens: int) -> dict[str, Any]:
     # cache_prompt off: each measurement processes its whole prompt; ignore_eos: exactly max_tokens
     return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "cache_prompt": False,
             "ignore_eos": True}
@@ -127,7 +127,7 @@ def measure_prefill(endpoint: str, model: str, prompt_tokens: int, vocab: int, r
     rates, client_rates, ttft, eng_ttft, shares = [], [], [], [], []
     for rep in range(reps):
         cs = CpuShare(pid, threads)
-        s = http.stream(endpoint + "/v1/completions", _body(model, token_prompt(prompt_tokens, 1000 + rep, vocab), 1))
+        s = http.stream(endpoint + "/v1/completions", completion_body(model, token_prompt(prompt_tokens, 1000 + rep, vocab), 1))
         sh = cs.share()
         if sh is not None:
             shares.append(sh)
@@ -167,7 +167,7 @@ def measure_decode(endpoint: str, model: str, batch: int, prompt_tokens: int, ou
 
         def one(i: int) -> None:
             try:
-                body = _body(model, token_prompt(prompt_tokens, 7919 * rep + i, vocab), output_tokens)
+                body = completion_body(model, token_prompt(prompt_tokens, 7919 * rep + i, vocab), output_tokens)
                 barrier.wait(timeout=30)
                 results[i] = http.stream(endpoint + "/v1/completions", body)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread

@@ -23,8 +23,8 @@ from typing import Any, Callable
 from harness.errors import HarnessError
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
 from harness.loop.compare import ServedComparison, compare, compare_capacity, compare_served, served_verdict
-from harness.loop.measure import Measured, RequestCheck, ServedMeasurement, _body, fit_prompts, measure_decode, measure_prefill, measure_served, token_prompt
-from harness.loop.predict import DEFAULT_BATCHES, Predicted, predict, served_predictions
+from harness.loop.measure import ServedMeasurement, completion_body, fit_prompts, measure_decode, measure_prefill, measure_served, token_prompt
+from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
 
 DEFAULT_MIXES = ((512, 64), (128, 256))
@@ -34,7 +34,7 @@ FULL_POINT_S, QUICK_POINT_S = 60.0, 10.0
 ProgressFn = Callable[[str], None]
 
 
-def _stderr(msg: str) -> None:
+def print_progress(msg: str) -> None:
     print(f"[loop] {msg}", file=sys.stderr, flush=True)
 
 
@@ -132,7 +132,7 @@ def _check_context(opts: LoopOptions, n_ctx_slot: int) -> None:
         )
 
 
-def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _stderr, **kw: Any) -> LoopReport:
+def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = print_progress, **kw: Any) -> LoopReport:
     """Calibrate (engine stopped), predict, launch, measure, compare, store. Keyword arguments build LoopOptions."""
     from harness.engines import http  # noqa: PLC0415
     from harness.engines.launcher import RunningEngine  # noqa: PLC0415
@@ -173,13 +173,13 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _
 
     def report(status: str = "complete", error: str | None = None) -> LoopReport:
         comps = compare(state["pred"], state["measured"]) if state["measured"] else []
-        rows = _served_rows(state)
+        rows = served_rows(state)
         settings["load_average_1m_before_after"][1] = os.getloadavg()[0]
         settings["loop_wall_s"] = time.perf_counter() - t_start
         return LoopReport(model_d, plan.manifest_engine(), state["consts"], tuple(state["pred"]), tuple(state["measured"]),
                           tuple(comps), tuple(state["checks"]), settings, str(writer.path) if writer else None,
                           tuple(state["notes"]), status, error, state["twin"].to_dict() if state["twin"] else None,
-                          state["capacity"], tuple(_with_measured(state)), tuple(rows), served_verdict(rows) if rows else None)
+                          state["capacity"], tuple(with_measured(state)), tuple(rows), served_verdict(rows) if rows else None)
 
     try:
         say(f"calibrating {gm.spec.name} constants on {threads} threads (engine stopped)")
@@ -222,7 +222,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = _
                 proc = eng.procs[0][1] if eng.procs else None
                 pid = proc.pid if proc else None
                 # warm-up: the first requests after load page weights in and size buffers
-                http.post_json(url + "/v1/completions", _body(served_name, token_prompt(min(opts.prompt_tokens, 64), 1, gm.spec.vocab_size), 2))
+                http.post_json(url + "/v1/completions", completion_body(served_name, token_prompt(min(opts.prompt_tokens, 64), 1, gm.spec.vocab_size), 2))
                 if opts.stages:
                     say("measuring isolated stages (prefill, decode at each batch)")
                     ms, cs = measure_prefill(url, served_name, opts.prompt_tokens, gm.spec.vocab_size, opts.reps, pid, threads)
@@ -346,7 +346,7 @@ def _alive(eng: Any, proc: Any) -> None:
         raise HarnessError(f"the engine exited with code {proc.returncode} during the loop; its log ends:\n{eng.log_tail('server', 1500)}")
 
 
-def _with_measured(state: dict[str, Any]) -> list[ServedPoint]:
+def with_measured(state: dict[str, Any]) -> list[ServedPoint]:
     out = []
     for p in state["served"]:
         m: ServedMeasurement | None = state["measurements"].get(p.point)
@@ -354,7 +354,7 @@ def _with_measured(state: dict[str, Any]) -> list[ServedPoint]:
     return out
 
 
-def _served_rows(state: dict[str, Any]) -> list[ServedComparison]:
+def served_rows(state: dict[str, Any]) -> list[ServedComparison]:
     from harness.target.des import ServedFigures  # noqa: PLC0415
 
     rows: list[ServedComparison] = []
