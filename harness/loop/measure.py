@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.engines import http
 from harness.errors import HarnessError
+from harness.telemetry.proc import process_cpu_s
 
 @dataclass(frozen=True)
 class RequestCheck:
@@ -59,17 +60,6 @@ def _check(phase: str, rep: int, s: http.StreamResult) -> RequestCheck:
         client_decode_s=(s.chunk_times_s[-1] - s.chunk_times_s[0]) if n >= 2 else None,
         e2e_s=s.e2e_s, error=s.error,
     )
-
-
-def process_cpu_s(pid: int | None) -> float | None:
-    """CPU seconds (user + system, all threads) a process has used, from /proc; None where unavailable."""
-    if pid is None:
-        return None
-    try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 class CpuShare:
@@ -308,10 +298,8 @@ def saturated_rate(finished_s: list[float]) -> float | None:
 
 
 def _run_load(cfg: Any, workdir: Any, timeout_s: float) -> Any:
-    try:
-        from harness.bench import run_load  # type: ignore[attr-defined]  # noqa: PLC0415 - the use-case layer, once it exists
-    except ImportError:
-        from workloads.runner import run_load  # noqa: PLC0415
+    from harness.bench.load import run_load  # noqa: PLC0415 - the use-case layer's load runner
+
     return run_load(cfg, workdir, progress=None, timeout_s=timeout_s)
 
 
