@@ -322,7 +322,9 @@ def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float,
     run_dir = _run_load(cfg, workdir, span_s + cfg.drain_timeout_s + 120.0)
     cpu1 = process_cpu_s(pid)
     run = Run(run_dir)
-    s = run.json("summary.json")["load"]
+    from workloads.summary import read_summary  # noqa: PLC0415
+
+    s = read_summary(run)["load"]
     df = run.table("requests")
     ok = df[df["error_class"] == "ok"]
     busy = busy_union_s([(a / 1e9, b / 1e9) for a, b in zip(df["sent_ns"], df["last_byte_ns"]) if a is not None and b is not None

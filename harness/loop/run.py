@@ -127,7 +127,7 @@ def _check_context(opts: LoopOptions, n_ctx_slot: int) -> None:
     need = max([need] + ([i + o for i, o in opts.mixes] if opts.served else []))
     if need > n_ctx_slot:
         raise HarnessError(
-            f"a request needs up to {need} tokens of context but each slot has {n_ctx_slot} (ctx_size / parallel); "
+            f"a request needs up to {need} tokens of context but each slot has ctx_size / parallel = {n_ctx_slot}; "
             "lower --prompt-tokens/--output-tokens/--mixes or raise llama_cpp.ctx_size."
         )
 
@@ -151,6 +151,13 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
     threads = o.threads or os.cpu_count() or 1  # type: ignore[attr-defined]
     load_before = os.getloadavg()[0]  # other work on the host shows up in both calibration and measurement
     gm = read_gguf(resolve_model(cfg))  # a missing file or a GGUF without tensors stops here, before anything runs
+    from harness.target.llama_server import settings_from_engine  # noqa: PLC0415
+
+    sched = settings_from_engine(o, cfg.base.server.extra_args, sliding_window=gm.sliding_window, n_ctx_train=gm.context_length)
+    _check_context(opts, sched.n_ctx_slot)  # user errors before anything is measured
+    if opts.stages and max(opts.batches) > sched.slots:
+        raise HarnessError(f"--batches {max(opts.batches)} exceeds the engine's llama_cpp.parallel = {sched.slots} slots; "
+                           "a larger batch would queue.")
     plan = make_plan(cfg)
     settings: dict[str, Any] = {
         "load_average_1m_before_after": [load_before, None], "config": cfg.name, "prompt_tokens": opts.prompt_tokens,
@@ -198,10 +205,6 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
         twin = twin_for(cfg, gm, consts, opts.calibration, opts.proxy)
         state["notes"] += list(twin.notes)
         state["twin"] = twin
-        _check_context(opts, twin.settings.n_ctx_slot)
-        if opts.stages and max(opts.batches) > twin.settings.slots:
-            raise HarnessError(f"--batches {max(opts.batches)} exceeds the engine's llama_cpp.parallel = {twin.settings.slots} slots; "
-                               "a larger batch would queue.")
         if writer:
             writer.write_json("twin.json", twin_dict(twin))
         work: list[tuple[int, tuple[int, int], float, float, Any]] = []
