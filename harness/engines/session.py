@@ -130,15 +130,18 @@ def run_session(
             if writer is not None:
                 writer.append("engine_startup", [startup_row(plan, ttr)])
             _scrape_all(eng, "after_first_request", writer, counts, notes)
-            if on_ready is not None:
-                extra = on_ready(eng) or {}
-                if extra and writer is not None:
-                    writer.write_json("session_extra.json", extra)
-            end = time.monotonic() + hold_s
             try:
+                if on_ready is not None:
+                    extra = on_ready(eng) or {}
+                    if extra and writer is not None:
+                        writer.write_json("session_extra.json", extra)
+                end = time.monotonic() + hold_s
                 while time.monotonic() < end:
                     time.sleep(min(1.0, max(0.0, end - time.monotonic())))
-            except KeyboardInterrupt:  # the normal way to end a held (serving) session
+            except KeyboardInterrupt:
+                # the normal way to end a held (serving) session, also when it lands while on_ready prints "serving"
+                if hold_s <= 0:
+                    raise
                 notes.append(f"stopped by an interrupt after serving {eng.elapsed_s():.1f} s")
             _scrape_all(eng, "before_stop", writer, counts, notes)
         finally:
