@@ -52,7 +52,10 @@ def bench_pd_against(eng: RunningEngine, *, scenario: str | Path = DEFAULT_SCENA
     opts = BenchPdOptions(scenario=str(scenario), target_url=eng.plan.endpoint, model_name=eng.plan.served_name,
                           metrics_url=metrics_proc.base_url + metrics_proc.metrics_path, duration_s=duration_s,
                           rate_per_s=rate_per_s, api=api, results_dir=results_dir, report_dir=report_dir,
-                          command_line=["harness", "engine", eng.plan.config_name, "--bench-pd"])
+                          command_line=["harness", "engine", eng.plan.config_name, "--bench-pd"],
+                          # no pre-flight request: the launcher saw the engine healthy, and the cross-check below
+                          # counts every token the engine generated between the two scrapes
+                          preflight=False)
     before = prom.scrape(metrics_proc.base_url, metrics_proc.metrics_path)
     res = bench_pd(opts, progress=None if quiet else LoadProgress())
     after = prom.scrape(metrics_proc.base_url, metrics_proc.metrics_path)

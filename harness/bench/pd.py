@@ -161,7 +161,7 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
             engine = {"name": "external", "simulated": False, "url": url}
             model = opts.model_name or s.workload.model
             label = url
-        if opts.preflight:
+        if opts.preflight and opts.target_url is not None:  # an external target; the embedded one was just seen listening
             from workloads.preflight import preflight
 
             key_cfg = LoadConfig(target_url=url, artifact_path=str(artifact_path), run_id="preflight", api_key_env=opts.api_key_env)
