@@ -26,8 +26,8 @@ DEFAULT_RESULTS = Path("results")
 
 # JSON sidecars of a run -> their schema_version; bump it (and add a step to SIDECAR_UPGRADES) when the
 # writer changes a field. History, each: 1 — first version (also: files written before sidecars carried a version).
-# summary.json is versioned by its owner, workloads.summary (SUMMARY_SCHEMA_VERSION, read_summary). A sidecar
-# not listed here is stamped version 1 when written (so every file the harness writes carries a version).
+# summary.json is versioned by its owner, workloads.summary (SUMMARY_SCHEMA_VERSION, read_summary). A sidecar not
+# listed here (e.g. llama_cpp_raw.json, whose keys are tool names) is written as given: list it to version it.
 # loop_report.json: 2 — status/error, served-load points, capacity, verdict, twin (harness.loop.report).
 SIDECAR_VERSIONS: dict[str, int] = {"plan.json": 1, "loop_report.json": 2, "loop_report.md.json": 1, "sweep.json": 1,
                                     "session_extra.json": 1, "engine_logs.json": 1}
@@ -154,9 +154,10 @@ class RunWriter:
         return n
 
     def write_json(self, name: str, obj: Any) -> Path:
-        """Write a JSON sidecar, its schema_version stamped (SIDECAR_VERSIONS, else 1) unless the writer set one."""
-        if isinstance(obj, dict) and "schema_version" not in obj:
-            obj = stamp_version(obj, SIDECAR_VERSIONS.get(name, 1))
+        """Write a JSON sidecar; the versioned ones (SIDECAR_VERSIONS) get their schema_version stamped unless the
+        writer set one."""
+        if name in SIDECAR_VERSIONS and isinstance(obj, dict) and "schema_version" not in obj:
+            obj = stamp_version(obj, SIDECAR_VERSIONS[name])
         out = self.path / name
         _atomic_write_bytes(out, json.dumps(obj, indent=2, default=str).encode())
         return out
