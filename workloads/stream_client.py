@@ -21,8 +21,9 @@ import gevent
 
 from workloads.sse import SSEParser
 
+# every error_class a request record can carry (the last three are written by the load process, not the client)
 ERROR_CLASSES = ("ok", "http_error", "connect", "timeout", "reset", "protocol_error", "malformed_sse", "early_done",
-                 "incomplete", "server_error", "client_error")
+                 "incomplete", "server_error", "client_error", "cancelled", "not_sent", "lost")
 READ_BLOCK_BYTES = 65536
 RAW_DETAIL_MAX_CHARS = 4096  # kept long here: the record masks the API key in it first, then cuts (workloads.records)
 

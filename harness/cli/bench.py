@@ -86,6 +86,10 @@ def main(args: argparse.Namespace) -> int:
     from workloads.workload_spec import spec_from_args
 
     rate = parse_rate(args.rate)
+    if args.report_dir:  # an unwritable report directory is found before the run, not after it
+        from harness.outdir import writable_dir
+
+        writable_dir(args.report_dir, "--report-dir", "report directory")
     opts = BenchPdOptions(
         scenario=args.scenario, target_url=args.target or None, metrics_url=args.metrics_url or None,
         prefill_metrics_url=args.prefill_metrics_url or None, decode_metrics_url=args.decode_metrics_url or None,

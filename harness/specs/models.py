@@ -164,6 +164,8 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
         raise HarnessError(f"model config {str(p)!r} does not exist; give a catalog name ({', '.join(MODELS)}) or a config.json path.")
     try:
         cfg = json.loads(p.read_text())
+    except UnicodeDecodeError:
+        raise HarnessError(f"model config {str(p)!r} is not UTF-8 text (a binary file?); give the model's config.json.") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise HarnessError(f"model config {str(p)!r} is not valid JSON ({exc}); fix or re-download the file.") from None
     if not isinstance(cfg, dict):

@@ -70,3 +70,11 @@ def test_text_output_shows_progress_and_ends_saying_simulated(capsys, tmp_path, 
     err = cap.err.splitlines()  # no terminal: plain progress lines, then the final one
     assert any("in flight" in ln and "ETA" in ln for ln in err)
     assert err[-1].startswith("load: ") and err[-1].endswith(SIMULATED_NOTE)
+
+
+def test_an_unwritable_report_dir_is_refused_before_the_run(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    rc = main(["bench-pd", "--duration-s", "5", "--out", str(tmp_path / "results"), "--report-dir", str(tmp_path / "file" / "sub")])
+    assert rc == 1
+    assert "--report-dir" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()  # nothing was run

@@ -120,3 +120,13 @@ def test_bench_pd_default_scenario_works_from_any_directory(tmp_path, monkeypatc
     add_arguments(parser)
     monkeypatch.chdir(tmp_path)
     assert load_scenario(parser.parse_args([]).scenario).name == "ch9-hetero-pd"
+
+
+def test_a_binary_config_json_is_a_clear_error(tmp_path):
+    from harness.errors import HarnessError
+    from harness.specs.models import model_from_hf_config
+
+    p = tmp_path / "config.json"
+    p.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(HarnessError, match="not UTF-8 text"):
+        model_from_hf_config(p)

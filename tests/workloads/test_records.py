@@ -37,3 +37,14 @@ def test_clock_offset_takes_the_fastest_round_trip():
     samples = [(0, 5_000_000 + 400, 1_000), (10_000, 5_010_050, 10_100), (20_000, 5_020_900, 22_000)]
     c = estimate_offset(samples)
     assert c.rtt_ns == 100 and c.offset_ns == 5_000_000 and c.samples == 3
+
+
+def test_every_error_class_is_documented():
+    """ERROR_CLASSES is the one list of classes a request record can carry; docs/loadgen.md explains each."""
+    from pathlib import Path
+
+    from workloads.stream_client import ERROR_CLASSES
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "loadgen.md").read_text()
+    row = next(ln for ln in doc.splitlines() if ln.startswith("| `status`, `error_class`"))
+    assert [c for c in ERROR_CLASSES if f"`{c}`" not in row] == []
