@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from harness.compare.compare import CompareOptions, compare_runs
-    from harness.compare.engines import CompareEnginesOptions, compare_engines, parse_target
+    from harness.bench.compare_engines import CompareEnginesOptions, compare_engines, parse_target
     from harness.compare.gates import parse_gates
     from harness.bench.progress import LoadProgress
 

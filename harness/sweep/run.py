@@ -95,7 +95,7 @@ class SweepOptions:
 class PreparedPoint:
     index: int
     settings: dict[str, Any]
-    spec: Any  # harness.compare.engines.TargetSpec with this point's overrides, or None when skipped
+    spec: Any  # harness.bench.compare_engines.TargetSpec with this point's overrides, or None when skipped
     skip_reason: str | None = None
 
 
@@ -119,7 +119,7 @@ def _set_dotted(data: dict, key: str, value: Any, source: str) -> None:
 def prepare(o: SweepOptions, workdir: Path) -> tuple[Any, list[PreparedPoint], float]:
     """Parse the target and grid, and validate every point before anything runs (engine configs and
     scenario files are rebuilt with the point's values; an invalid point is skipped with the validator's message)."""
-    from harness.compare.engines import EMBEDDED_KEYS, TargetSpec, engine_config_with_overrides, parse_target
+    from harness.bench.compare_engines import EMBEDDED_KEYS, TargetSpec, engine_config_with_overrides, parse_target
 
     spec = parse_target(o.target, "--target")
     axes = [grid_mod.parse_axis(g) for g in o.grid]
@@ -217,7 +217,7 @@ ProgressFn = Callable[[str], None]
 def run_sweep(o: SweepOptions, progress: ProgressFn | None = None) -> SweepResult:
     """Measure every point, score it, store the sweep run; returns where it went and the verdict."""
     from harness.bench.target_latency import fetch_emit_log, latency_percentiles, target_latency
-    from harness.compare.engines import serve
+    from harness.bench.compare_engines import serve
     from harness.records import new_manifest, new_run_id
     from harness.store import Run, RunWriter
     from workloads.artifact import save_artifact

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from harness.cli import main
-from harness.compare.engines import engine_config_with_overrides, parse_target
+from harness.bench.compare_engines import engine_config_with_overrides, parse_target
 from harness.errors import HarnessError
 
 
@@ -121,7 +121,7 @@ def test_two_llama_cpp_configurations(tmp_path, capsys):
 
 
 def test_malformed_engine_toml_is_an_error_not_a_traceback(tmp_path):
-    from harness.compare.engines import TargetSpec, engine_config_with_overrides
+    from harness.bench.compare_engines import TargetSpec, engine_config_with_overrides
 
     bad = tmp_path / "bad.toml"
     bad.write_text("this is [not toml\n")
