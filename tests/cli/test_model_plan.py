@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from tests.conftest import ROOT, SCENARIOS
+from tests.conftest import ROOT, SCENARIOS, scenario_variant
 
 GOLDEN = Path(__file__).parent / "data" / "plan-ch9-hetero-pd.txt"
 
@@ -106,14 +106,7 @@ def test_specs_and_list(capsys):
     assert code == 0 and "ch9-hetero-pd.toml" in out
 
 
-def _variant(tmp_path, name, *edits):
-    text = (SCENARIOS / "ch9-hetero-pd.toml").read_text()
-    for old, new in edits:
-        assert old in text
-        text = text.replace(old, new)
-    p = tmp_path / f"{name}.toml"
-    p.write_text(text)
-    return str(p)
+_variant = scenario_variant
 
 
 def _one_type_without_link_or_deadline(tmp_path):

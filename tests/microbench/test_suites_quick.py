@@ -20,11 +20,11 @@ def quick_run(tmp_path_factory):
     return summary, Run(summary.path), time.perf_counter() - t0
 
 
-def test_quick_run_is_fast_enough(quick_run, benchmark):
+def test_quick_run_is_fast_enough(quick_run, speed_goals_judged):
     # The issue asks for well under ~2 minutes on 2 cores. A speed goal is judged only when benchmarks run
     # (`make bench`); under `make test` a busy machine must not fail the suite, so only completion is checked.
     assert quick_run[2] > 0
-    if not benchmark.disabled:
+    if speed_goals_judged:
         assert quick_run[2] < 150, f"quick run of every suite took {quick_run[2]:.0f} s (goal 150 s)"
 
 

@@ -90,10 +90,10 @@ def test_routing_simulation_benchmark(benchmark):
     assert r.batches == 1000
 
 
-def test_routing_simulation_is_well_under_a_second(benchmark):
+def test_routing_simulation_is_well_under_a_second(speed_goals_judged):
     # the speed goal is judged only when benchmarks run (`make bench`): a shared CPU must not fail the suite
     best = min(_timed() for _ in range(3))
-    if not benchmark.disabled:
+    if speed_goals_judged:
         assert best < 1.0, f"1000×8192 routing simulation took {best:.2f} s"
 
 

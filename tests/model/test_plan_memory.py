@@ -9,19 +9,12 @@ from harness.cli import main
 from harness.cli.model.plan import render_summary
 from harness.model.plan import plan
 from harness.specs.scenario import load_scenario
-from tests.conftest import SCENARIOS
+from tests.conftest import SCENARIOS, scenario_variant
 
 GIB = 2**30
 
 
-def _variant(tmp_path, name, *edits):
-    text = (SCENARIOS / "ch9-hetero-pd.toml").read_text()
-    for old, new in edits:
-        assert old in text
-        text = text.replace(old, new)
-    p = tmp_path / f"{name}.toml"
-    p.write_text(text)
-    return str(p)
+_variant = scenario_variant
 
 
 def test_decode_batch_64_is_planned_at_the_largest_batch_that_fits(tmp_path):
