@@ -70,7 +70,7 @@ def finish(cmp: Any, args: argparse.Namespace, gates: list) -> int:
     outcomes = check_gates(cmp, gates) if gates else []
     paths: list[Path] = []
     if not args.no_report:
-        from harness.report.compare import render_comparison
+        from harness.report.compare import render_comparison  # noqa: PLC0415
 
         out = Path(args.to) if args.to else default_report_dir(cmp)
         paths = render_comparison(cmp, out, outcomes)
@@ -80,6 +80,8 @@ def finish(cmp: Any, args: argparse.Namespace, gates: list) -> int:
         print_json({**cmp.to_dict(), "gates": [o.to_dict() for o in outcomes], "report": report,
                     "breached": bool(breaches)})
     else:
+        from harness.report.compare import render_text  # noqa: PLC0415
+
         print(render_text(cmp, outcomes, report))
     if breaches:
         raise RegressionError(f"{len(breaches)} gate(s) breached: " + "; ".join(o.message for o in breaches))
@@ -101,36 +103,3 @@ def main(args: argparse.Namespace) -> int:
                           force=args.force)
     return finish(compare_runs(args.runs, opts), args, gates)
 
-
-def render_text(cmp: Any, outcomes: list, report: str | None) -> str:
-    from harness.compare.runs import options_diff
-    from harness.report.compare import fmt_pair, fmt_pct
-
-    lines = []
-    for p in cmp.pairs:
-        lines.append(f"B {p.candidate.run_id} ({p.candidate.label}) vs A {p.baseline.run_id} ({p.baseline.label})")
-        for r in (p.baseline, p.candidate):
-            for n in r.notes[:5]:
-                lines.append(f"  note {r.run_id}: {n}")
-        for reason in p.forced_reasons:
-            lines.append(f"  FORCED: {reason}")
-        diff = options_diff(p.baseline.options, p.candidate.options)
-        for k, a, b in diff:
-            lines.append(f"  option {k}: A {a} | B {b}")
-        if not diff:
-            lines.append("  options: the same in both runs")
-        lines.append(f"  {'metric':46s} {'A':>12s} {'B':>12s} {'δ':>9s} {'interval':>21s} {'p':>8s}  verdict")
-        for m in p.metrics:
-            d = m.delta
-            p_txt = "—" if m.rank is None else f"{m.rank.p_value:.2g}"
-            va, vb = fmt_pair(d.a_value, d.b_value, m.unit)
-            lines.append(f"  {m.metric[:46]:46s} {va:>12s} {vb:>12s} "
-                         f"{fmt_pct(d.delta_rel):>9s} {'[' + fmt_pct(d.ci_low_rel) + ', ' + fmt_pct(d.ci_high_rel) + ']':>21s} "
-                         f"{p_txt:>8s}  {m.verdict}")
-        c = p.counts()
-        lines.append("  verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
-    for o in outcomes:
-        lines.append(f"gate {o.gate} [{o.status}] {o.message}")
-    if report:
-        lines.append(f"report: {report}")
-    return "\n".join(lines)

@@ -130,7 +130,7 @@ def test_interval_coverage_of_a_known_shift_over_seeds(tmp_path):
 def test_options_that_differ_are_listed_one_per_row(tmp_path):
     import dataclasses
 
-    from harness.cli.compare import render_text
+    from harness.report.compare import render_text
     from harness.compare.synthetic import SyntheticLoad, write_synthetic_load_run
     from harness.report.compare import fmt_pair
 

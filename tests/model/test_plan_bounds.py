@@ -9,7 +9,7 @@ import tracemalloc
 import pytest
 
 from harness.cli import main
-from harness.cli.model.plan import render_summary
+from harness.report.plans.plan import render_text
 from harness.errors import HarnessError
 from harness.model.plan import plan
 from harness.model.record import as_json
@@ -46,7 +46,7 @@ def _peak_bytes(fn):
 def test_four_types_of_64_cards_plan_in_bounded_memory(four_by_64):
     # 65^4 ≈ 1.8e7 allocations, searched twice (the plan and its 90%-efficiency sensitivity)
     s = load_scenario(four_by_64)
-    text_peak = _peak_bytes(lambda: render_summary(plan(s, include_grid=False)))
+    text_peak = _peak_bytes(lambda: render_text(plan(s, include_grid=False)))
     json_peak = _peak_bytes(lambda: json.dumps(as_json(plan(s, include_grid=True))))
     assert text_peak < 100 * 2**20, f"text plan peaked at {text_peak / 2**20:.0f} MiB"
     assert json_peak < 100 * 2**20, f"JSON plan peaked at {json_peak / 2**20:.0f} MiB"
@@ -86,7 +86,7 @@ def test_a_billion_cards_is_a_clear_error(tmp_path, capsys):
 def test_benchmark_plan_four_types_of_64_cards(benchmark, four_by_64):
     """The 4×64 plan (issue 18: < 1 s on a quiet machine); `pytest --benchmark-enable` times it."""
     s = load_scenario(four_by_64)
-    r = benchmark(lambda: render_summary(plan(s, include_grid=False)))
+    r = benchmark(lambda: render_text(plan(s, include_grid=False)))
     assert "PD best" in r
 
 

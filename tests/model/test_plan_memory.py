@@ -6,7 +6,7 @@ import json
 import pytest
 
 from harness.cli import main
-from harness.cli.model.plan import render_summary
+from harness.report.plans.plan import render_text
 from harness.model.plan import plan
 from harness.specs.scenario import load_scenario
 from tests.conftest import SCENARIOS, scenario_variant
@@ -32,7 +32,7 @@ def test_decode_batch_64_is_planned_at_the_largest_batch_that_fits(tmp_path):
     # the capacity is that of the batches that fit, not of batch 64
     at_fit = plan(load_scenario(_variant(tmp_path, "b57", ("decode_batch = 32", "decode_batch = 57"))), include_grid=False)
     assert p.stage_rates["h20-96gb"].decode_s_per_request == at_fit.stage_rates["h20-96gb"].decode_s_per_request
-    assert "WARNING h20-96gb: decode batch 64 needs 97.4 GiB of 89.4 GiB HBM" in render_summary(p)
+    assert "WARNING h20-96gb: decode batch 64 needs 97.4 GiB of 89.4 GiB HBM" in render_text(p)
 
 
 def test_weights_larger_than_hbm_get_capacity_zero_with_the_reason(tmp_path, capsys):

@@ -7,7 +7,6 @@ from typing import Any, Callable
 
 from harness.cli._output import print_json
 from harness.model.record import as_json
-from harness.units import fmt_ms
 
 
 def add_scenario_arguments(parser: argparse.ArgumentParser, scenario_help: str, fields_doc: str) -> None:
@@ -30,6 +29,3 @@ def print_result(args: argparse.Namespace, result: Any, render: Callable[[Any], 
         print(render(result))
     return 0
 
-
-def ms_or_na(x: float | None) -> str:
-    return fmt_ms(x, missing="n/a")
