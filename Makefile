@@ -10,6 +10,10 @@ DURATION ?= 90
 WARMUP ?= 30
 RATE ?=
 MODEL_NAME ?=
+# bench-pd against a real target: its digital twin predicts the run (a twin.json of `harness loop cpu`, or a
+# step-time calibration with ENGINE_CONFIG=NAME given on the command line; PROXY=1 allows a mismatched calibration)
+CALIBRATION ?=
+PROXY ?=
 SUITE ?= all
 MACHINE ?=
 NIGHTLY_FLAGS ?=
@@ -50,7 +54,7 @@ plan: install
 	$(BIN)/harness model plan $(SCENARIO)
 
 bench-pd: install
-	$(BIN)/harness bench-pd --scenario $(SCENARIO) --target "$(TARGET)" --prefill-metrics-url "$(PREFILL_METRICS)" --decode-metrics-url "$(DECODE_METRICS)" --duration-s "$(DURATION)" --warmup-s "$(WARMUP)" --rate "$(RATE)" $(if $(MODEL_NAME),--model-name $(MODEL_NAME)) --out results --report-dir reports
+	$(BIN)/harness bench-pd --scenario $(SCENARIO) --target "$(TARGET)" --prefill-metrics-url "$(PREFILL_METRICS)" --decode-metrics-url "$(DECODE_METRICS)" --duration-s "$(DURATION)" --warmup-s "$(WARMUP)" --rate "$(RATE)" $(if $(MODEL_NAME),--model-name $(MODEL_NAME)) --calibration "$(CALIBRATION)" $(if $(and $(CALIBRATION),$(filter command line environment,$(origin ENGINE_CONFIG))),--engine-config $(ENGINE_CONFIG)) $(if $(PROXY),--proxy) --out results --report-dir reports
 
 loop-cpu: install install-engine
 	$(BIN)/harness loop cpu --markdown reports/loop-cpu.md

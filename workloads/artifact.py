@@ -55,6 +55,18 @@ class WorkloadArtifact:
     def content_hash(self) -> str:
         return content_hash(self.rows)
 
+    @property
+    def closed_loop(self) -> bool:
+        """Built for a closed loop (each user sends when its previous request ended): no intended send times."""
+        return (self.meta.get("schedule") or {}).get("kind") == "closed-loop"
+
+    @property
+    def span_s(self) -> float:
+        """The schedule's length in seconds, as the load generator defines its measurement window: the schedule's
+        `span_s`, else the last intended send of a first turn."""
+        sched = self.meta.get("schedule") or {}
+        return float(sched.get("span_s") or max((r["intended_s"] for r in self.rows if r["turn"] == 0), default=0.0))
+
     def sessions(self) -> list[list[dict[str, Any]]]:
         """Requests grouped by session, turns in order; sessions ordered by their first intended time."""
         by: dict[int, list[dict[str, Any]]] = {}

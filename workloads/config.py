@@ -62,6 +62,10 @@ class SummaryOptions:
             raise HarnessError(f"load config max_error_fraction must be in [0, 1), got {self.max_error_fraction!r}.")
 
 
+# sidecars a load run writes itself; `LoadConfig.sidecars` may not name them
+RESERVED_SIDECARS = ("manifest.json", "summary.json", "plan.json")
+
+
 @dataclass(frozen=True)
 class LoadConfig:
     target_url: str
@@ -84,6 +88,7 @@ class LoadConfig:
     fetch_emit_log: bool = False
     extra_body: dict[str, Any] = field(default_factory=dict)
     plan_path: str | None = None
+    sidecars: dict[str, str] = field(default_factory=dict)  # {NAME.json: path}: JSON files copied into the run at its start
     summary: SummaryOptions = field(default_factory=SummaryOptions)
     manifest_extra: dict[str, Any] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)
@@ -104,6 +109,13 @@ class LoadConfig:
         if not isinstance(self.master_bind_host, str) or not self.master_bind_host:
             raise HarnessError(f"load config master_bind_host must be an address such as 0.0.0.0 or 10.0.0.5, got {self.master_bind_host!r}.")
         _num("worker_wait_s", self.worker_wait_s, 0.0, strict=True)
+        for name, path in self.sidecars.items():
+            if (not isinstance(name, str) or not name.endswith(".json") or "/" in name or "\\" in name or name.startswith(".")
+                    or name in RESERVED_SIDECARS):
+                raise HarnessError(f"load config sidecars: {name!r} is not a sidecar name (NAME.json, not one of "
+                                   f"{', '.join(RESERVED_SIDECARS)}); rename it.")
+            if not isinstance(path, str) or not path:  # read by the coordinator only (a remote worker has no such file)
+                raise HarnessError(f"load config sidecars[{name!r}]: {path!r} is not a path; give the JSON file to store with the run.")
         if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
             raise HarnessError(f"load config max_concurrency must be an integer >= 1, got {self.max_concurrency!r}.")
         _num("request_timeout_s", self.request_timeout_s, 0.0, strict=True)

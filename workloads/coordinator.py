@@ -61,9 +61,8 @@ class Coordinator:
         self.key = cfg.api_key()
         self.artifact = load_artifact(cfg.artifact_path)
         self.items = {int(r["request_index"]): r for r in self.artifact.rows}
-        sched = self.artifact.meta.get("schedule", {})
-        self.closed_loop = sched.get("kind") == "closed-loop"
-        self.span_s = float(sched.get("span_s") or max((r["intended_s"] for r in self.artifact.rows if r["turn"] == 0), default=0.0))
+        self.closed_loop = self.artifact.closed_loop
+        self.span_s = self.artifact.span_s
         extra = dict(cfg.manifest_extra)
         command_line = extra.pop("command_line", None)
         extra.update({"target_url": cfg.target_url, "workload": self.artifact.summary(), "workers": cfg.workers,
@@ -147,6 +146,8 @@ class Coordinator:
         shutil.copyfile(self.cfg.artifact_path, self.writer.path / ARTIFACT_FILE)
         if self.cfg.plan_path:
             self.writer.write_json("plan.json", json.loads(Path(self.cfg.plan_path).read_text()))
+        for name, path in self.cfg.sidecars.items():  # e.g. prediction.json: the twin's prediction, made before the run
+            self.writer.write_json(name, json.loads(Path(path).read_text()))
         self.parts = AppendProcess(self.writer)
 
     def attach(self, runner: Any, state: Any = None) -> None:

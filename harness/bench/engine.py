@@ -33,15 +33,19 @@ class BenchCheck:
     report_paths: list[str]
     summary: dict[str, Any]
     rows: list[CrossRow]
+    prediction: dict[str, Any] | None = None  # the twin's prediction (simulated), with --calibration
 
     def to_dict(self) -> dict[str, Any]:
         return {"api": self.api, "run_dir": self.run_dir, "report_paths": self.report_paths, "summary": self.summary,
-                "crosscheck": [r.to_dict() for r in self.rows]}
+                "crosscheck": [r.to_dict() for r in self.rows], "prediction": self.prediction}
 
 
 def bench_pd_against(eng: RunningEngine, *, scenario: str | Path = DEFAULT_SCENARIO, duration_s: float = 20.0,
                      rate_per_s: float | None = None, api: str = "chat", results_dir: str = "results",
-                     report_dir: str | None = "reports", quiet: bool = True) -> BenchCheck:
+                     report_dir: str | None = "reports", quiet: bool = True, calibration: str | None = None,
+                     engine_config: str | None = None, proxy: bool = False) -> BenchCheck:
+    """bench-pd against the launched engine; with `calibration` its twin predicts the run first (`engine_config`: the
+    config the engine was launched from, whose scheduler the twin runs or is checked against)."""
     if eng.plan.engine != "llama.cpp":
         raise HarnessError(f"--bench-pd cross-checks llama.cpp's counters; {eng.plan.engine} has other metric names (not done).")
     metrics_proc = next((p for p in eng.plan.processes if p.metrics_path), None)
@@ -55,12 +59,13 @@ def bench_pd_against(eng: RunningEngine, *, scenario: str | Path = DEFAULT_SCENA
                           command_line=["harness", "engine", eng.plan.config_name, "--bench-pd"],
                           # no pre-flight request: the launcher saw the engine healthy, and the cross-check below
                           # counts every token the engine generated between the two scrapes
-                          preflight=False)
+                          preflight=False, calibration=calibration, engine_config=engine_config if calibration else None,
+                          proxy=proxy if calibration else False)
     before = prom.scrape(metrics_proc.base_url, metrics_proc.metrics_path)
     res = bench_pd(opts, progress=None if quiet else LoadProgress())
     after = prom.scrape(metrics_proc.base_url, metrics_proc.metrics_path)
     rows = crosscheck_llama_cpp(Run(res.run_dir).table("requests"), before, after)
-    return BenchCheck(api, res.run_dir, res.report_paths, res.summary, rows)
+    return BenchCheck(api, res.run_dir, res.report_paths, res.summary, rows, res.prediction)
 
 
 
@@ -122,6 +127,9 @@ class EngineBenchRequest:
     apis: Sequence[str] = ("chat", "completions")
     results_dir: str = "results"
     report_dir: str | None = "reports"
+    calibration: str | None = None  # a twin.json or a step-time calibration: the twin predicts each run (simulated)
+    engine_config: str | None = None  # the launched config's path (set by the CLI): the scheduler the twin runs
+    proxy: bool = False
 
 
 def engine_session(cfg: EngineConfig, *, results_dir: str | None = "results", serve: bool = False, hold_s: float = 0.0,
@@ -143,7 +151,8 @@ def engine_session(cfg: EngineConfig, *, results_dir: str | None = "results", se
         for api in bench.apis:
             benches.append(bench_pd_against(eng, scenario=bench.scenario, duration_s=bench.duration_s,
                                             rate_per_s=bench.rate_per_s, api=api, results_dir=bench.results_dir,
-                                            report_dir=bench.report_dir))
+                                            report_dir=bench.report_dir, calibration=bench.calibration,
+                                            engine_config=bench.engine_config or eng.plan.config_name, proxy=bench.proxy))
         return {"bench_pd": [b.to_dict() for b in benches]}
 
     res = run_session(cfg, results_dir=results_dir, hold_s=math.inf if serve else hold_s, port=port, log_dir=log_dir,

@@ -62,6 +62,11 @@ class BenchPdOptions:
     preflight: bool = True  # GET /v1/models and one short request before the run
     max_error_fraction: float = 0.5  # more failed requests than this share make the run invalid
     run_group: dict[str, Any] | None = None  # set by a rate sweep: {"id", "index", "rates"}
+    # a real target's prediction: the digital twin of --calibration (a twin.json, or a step-time calibration with
+    # --engine-config), run on this run's workload before the load (harness.target.twin_source, .prediction)
+    calibration: str | None = None
+    engine_config: str | None = None  # a llama.cpp engine config (name or TOML path): the scheduler a step-time twin runs
+    proxy: bool = False  # let a calibration of another engine / host / kernel family / threads / model predict (said so)
 
     def __post_init__(self) -> None:
         if self.target_url is not None:
@@ -95,6 +100,20 @@ class BenchPdOptions:
             raise HarnessError(f"--num-requests must be an integer in [1, 1000000], got {self.num_requests!r}.")
         if not (isinstance(self.max_error_fraction, (int, float)) and 0 <= self.max_error_fraction < 1):
             raise HarnessError(f"--max-error-fraction must be in [0, 1), got {self.max_error_fraction!r}.")
+        if self.calibration is None:
+            for flag, given in (("--engine-config", self.engine_config is not None), ("--proxy", self.proxy)):
+                if given:
+                    raise HarnessError(f"{flag} qualifies --calibration FILE (the twin that predicts the target); give "
+                                       f"--calibration too, or drop {flag}.")
+        else:
+            if not isinstance(self.calibration, str) or not self.calibration.strip():
+                raise HarnessError(f"--calibration must be a file path, got {self.calibration!r}.")
+            if self.target_url is None:
+                raise HarnessError("--calibration predicts a real target: give --target URL. The embedded (simulated) target "
+                                   "is the scenario's deployment, whose prediction is the scenario's plan (shown already).")
+            if self.concurrency is not None:
+                raise HarnessError("--calibration: the twin simulates open-loop arrivals; --concurrency runs closed loop. "
+                                   "Drop --concurrency (use --rate) or drop --calibration.")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,6 +129,7 @@ class BenchPdResult:
     report_paths: list[str]
     summary: dict[str, Any]
     target: str  # "simulated (embedded)" or the URL
+    prediction: dict[str, Any] | None = None  # a real target's twin prediction (harness.target.prediction), simulated
 
     @property
     def valid(self) -> bool:
@@ -131,12 +151,27 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
     from harness.records import new_run_id
 
     s = load_scenario(opts.scenario)
+    twin = None
+    if opts.calibration is not None:  # every fact of the twin checked before anything is built or sent
+        from harness.target.twin_source import is_local_url, load_target_twin
+
+        twin = load_target_twin(opts.calibration, engine_config=opts.engine_config, proxy=opts.proxy,
+                                target_local=is_local_url(opts.target_url))
     workdir = Path(tempfile.mkdtemp(prefix="harness-bench-"))
     target = None
+    prediction = None
     try:
         artifact_path = build_workload(opts, s, workdir)
         plan_path = workdir / "plan.json"
         plan_path.write_text(json.dumps(as_json(plan(s, include_grid=False))))
+        sidecars: dict[str, str] = {}
+        if twin is not None:  # before the load: the prediction cannot peek at the measurement
+            from harness.target.prediction import PREDICTION_FILE
+
+            prediction = predict_run(twin, artifact_path, opts).to_dict()
+            pred_path = workdir / PREDICTION_FILE
+            pred_path.write_text(json.dumps(prediction, default=str))
+            sidecars[PREDICTION_FILE] = str(pred_path)
         if opts.target_url is None:
             from harness.target.process import start_target
 
@@ -173,7 +208,7 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
             remote_workers=opts.remote_workers, master_bind_host=opts.master_bind_host, master_port=opts.master_port,
             max_concurrency=opts.concurrency or opts.max_concurrency, request_timeout_s=opts.request_timeout_s,
             drain_timeout_s=opts.request_timeout_s + 10.0, scrape=scrape, fetch_emit_log=target is not None,
-            extra_body={"ignore_eos": True}, plan_path=str(plan_path),
+            extra_body={"ignore_eos": True}, plan_path=str(plan_path), sidecars=sidecars,
             summary=SummaryOptions(warmup_s=opts.warmup_s, cooldown_s=opts.cooldown_s, slo_ttft_s=opts.slo_ttft_s,
                                    slo_tpot_s=opts.slo_tpot_s, slo_e2e_s=opts.slo_e2e_s, max_error_fraction=opts.max_error_fraction),
             manifest_extra={"command_line": opts.command_line or list(sys.argv), "bench": "bench-pd", "scenario": s.name,
@@ -197,4 +232,25 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
 
         paths = [str(p) for p in render(run, Path(opts.report_dir) / run.manifest.run_id)]
     summary = read_summary(run)["load"]
-    return BenchPdResult(str(run_dir), paths, summary, label)
+    return BenchPdResult(str(run_dir), paths, summary, label, prediction)
+
+
+def predict_run(twin: Any, artifact_path: str | Path, opts: BenchPdOptions) -> Any:
+    """The twin's prediction (harness.target.prediction.TargetPrediction, simulated) for the artifact this run sends,
+    over the load generator's window (same span, warm-up and cool-down)."""
+    from harness.target.prediction import predict_artifact
+    from workloads.artifact import load_artifact
+
+    art = load_artifact(artifact_path)
+    if art.closed_loop:
+        raise HarnessError("--calibration: the twin simulates open-loop arrivals; this workload is closed loop. "
+                           "Drop --calibration or give an open-loop workload.")
+    span_s = art.span_s
+    rate = float((art.meta.get("schedule") or {}).get("mean_rate_per_s") or (art.count / span_s if span_s > 0 else 0.0))
+    try:
+        return predict_artifact(twin.spec, art.rows, span_s=span_s, rate_per_s=rate, warmup_s=opts.warmup_s,
+                                cooldown_s=opts.cooldown_s, source=twin.source, notes=twin.notes,
+                                workload_content_hash=art.content_hash)
+    except HarnessError as exc:
+        raise HarnessError(f"--calibration: the twin cannot predict this workload: {exc} Drop --calibration or change the "
+                           "workload.") from None

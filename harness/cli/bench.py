@@ -58,6 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--time-scale", type=float, default=1.0, help="embedded target: wall seconds per simulated second")
     a("--startup-s", type=float, default=None, help="embedded target: simulated startup (default: the scenario's startup_s)")
     a("--allocation", default="best", help="embedded target: 'best' or a reference allocation of the scenario")
+    a("--calibration", default=None, metavar="FILE", help="real target: predict it with its digital twin before the run, the "
+      "report's model column then being the twin's prediction (simulated) with errors; FILE: the twin.json of a `harness loop "
+      "cpu|gpu` run, or an engine step-time calibration (calibration/<machine>.step-time.json, `make step-time`) with --engine-config")
+    a("--engine-config", default=None, metavar="NAME", help="with a step-time --calibration: the llama.cpp engine config the "
+      "target runs (TOML or a name in workloads/engines/), whose scheduler the twin runs; no default is assumed")
+    a("--proxy", action="store_true", help="with --calibration: predict even with a calibration of another host, kernel family, "
+      "thread count, model or scheduler settings (the report says PROXY)")
     a("--warmup-s", type=_opt_float, default=0.0, help="exclude requests intended before this (default 0: the startup is the point; make bench-pd uses 30)")
     a("--cooldown-s", type=float, default=0.0)
     a("--slo-ttft-s", type=float, default=5.0)
@@ -102,6 +109,7 @@ def main(args: argparse.Namespace) -> int:
         command_line=list(sys.argv), workload=spec_from_args(args), concurrency=args.concurrency, num_requests=args.num_requests,
         remote_workers=args.remote_workers, master_bind_host=args.master_bind_host, master_port=args.master_port,
         preflight=not args.no_preflight, max_error_fraction=args.max_error_fraction,
+        calibration=args.calibration or None, engine_config=args.engine_config or None, proxy=args.proxy,
     )
     def progress() -> LoadProgress | None:  # one display per run
         return None if args.quiet or args.json else LoadProgress()
@@ -140,6 +148,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"report: {p}")
     for line in headline_lines(res.summary, opts.load_mode):
         print(line)
+    if not res.simulated:
+        from harness.report.bench_pd import twin_lines
+
+        for line in twin_lines(res.prediction, res.summary):
+            print(line)
     if not res.valid:
         print("error: the run is INVALID (it is stored; exit 1): " + "; ".join(res.summary["invalid_reasons"]), file=sys.stderr)
     if res.simulated:

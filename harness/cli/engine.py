@@ -32,6 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--rate", type=float, default=None, help="arrival rate, requests/s (default: the scenario's)")
     b.add_argument("--api", default="both", choices=["chat", "completions", "both"], help="streaming API(s) to drive (default both)")
     b.add_argument("--report-dir", default="reports", help="bench-pd reports folder (default: %(default)s)")
+    b.add_argument("--calibration", default=None, metavar="FILE", help="predict each bench-pd run with the engine's digital twin "
+                   "(SIMULATED, before the run): a twin.json of `harness loop cpu|gpu`, or a step-time calibration "
+                   "(`make step-time`), whose scheduler settings come from CONFIG")
+    b.add_argument("--proxy", action="store_true", help="with --calibration: allow a calibration of another host, kernel family, "
+                   "thread count, model or scheduler settings (the report says PROXY)")
     parser.add_argument("--hold-s", type=float, default=0.0, help="keep serving this many seconds after measuring (default 0)")
     parser.add_argument("--port", type=int, default=None, help="client-facing port, overriding server.port")
     parser.add_argument("--results", default="results", help="results folder (default: %(default)s)")
@@ -58,7 +63,12 @@ def main(args: argparse.Namespace) -> int:
     if args.bench_pd:
         bench = uc.EngineBenchRequest(scenario=args.scenario or uc.DEFAULT_SCENARIO, duration_s=args.duration_s,
                                       rate_per_s=args.rate, apis=["chat", "completions"] if args.api == "both" else [args.api],
-                                      results_dir=args.results, report_dir=args.report_dir or None)
+                                      results_dir=args.results, report_dir=args.report_dir or None,
+                                      calibration=args.calibration or None, engine_config=cfg.source, proxy=args.proxy)
+    elif args.calibration or args.proxy:
+        from harness.errors import HarnessError  # noqa: PLC0415
+
+        raise HarnessError("--calibration and --proxy predict a bench-pd run; give --bench-pd too, or drop them.")
     res, benches = uc.engine_session(cfg, results_dir=None if args.no_store else args.results, serve=args.serve,
                                      hold_s=args.hold_s, port=args.port, log_dir=args.log_dir, bench=bench,
                                      command_line=["harness", *sys.argv[1:]], notify=_notify)

@@ -112,14 +112,14 @@ def twin_for(cfg: Any, gm: Any, consts: CpuConstants, calibration: str | None = 
     """The engine's digital twin: its scheduler settings from the config; step times from the engine's own
     step-time calibration when given, else the roofline with the host constants just calibrated."""
     from harness.target.llama_server import settings_from_engine  # noqa: PLC0415
-    from harness.target.step_times import calibrated_step_times  # noqa: PLC0415
-    from harness.target.twin import TwinSpec  # noqa: PLC0415
+    from harness.target.twin import TwinSpec, llama_cpp_twin  # noqa: PLC0415
 
+    if calibration:
+        return llama_cpp_twin(cfg, calibration, proxy=proxy, gm=gm)
     o = cfg.options
     settings = settings_from_engine(o, cfg.base.server.extra_args, sliding_window=gm.sliding_window, n_ctx_train=gm.context_length)
-    st = calibrated_step_times(calibration, cfg, proxy=proxy) if calibration else step_times(gm, consts)
-    notes = tuple(getattr(getattr(st, "model", None), "notes", ()) or ())
-    return TwinSpec("llama.cpp", settings, st, gm.path, st.source, notes)
+    st = step_times(gm, consts)
+    return TwinSpec("llama.cpp", settings, st, gm.path, st.source, ())
 
 
 def _check_context(opts: LoopOptions, n_ctx_slot: int) -> None:

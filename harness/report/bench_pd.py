@@ -1,10 +1,17 @@
 """bench-pd report: measured throughput, latency distributions, goodput and queue depth beside the model's predictions.
 
-Reads one load run (results/<machine>/<run_id>/: manifest, summary.json, plan.json, the requests,
-server_metrics and target_emits tables) and writes report.html (self-contained: matplotlib PNGs
-embedded as base64) and summary.md. It never measures. The model side comes from the plan stored
-with the run: PD capacity μ_PD and its allocation (§9.2.3, example 9.2), colocated and chunked
-capacities, the TTFT floor d_P + T_KV, the decode step time, and the startup drain of §9.6.1.
+Reads one load run (results/<machine>/<run_id>/: manifest, summary.json, plan.json, prediction.json, the
+requests, server_metrics and target_emits tables) and writes report.html (self-contained: matplotlib PNGs
+embedded as base64) and summary.md. It never measures.
+
+The model column depends on the target:
+- the embedded (simulated) target is the scenario's deployment, so its prediction is the plan stored with
+  the run: PD capacity μ_PD and its allocation (§9.2.3, example 9.2), colocated and chunked capacities, the
+  TTFT floor d_P + T_KV, the decode step time, and the startup drain of §9.6.1 ("model (Chapter 9)");
+- a real target is predicted by its digital twin when the run was given --calibration (prediction.json,
+  harness.target.prediction): "twin prediction (simulated)", each figure with its error (predicted −
+  measured) / measured. Without one the column says "no prediction for this target" and how to make one;
+  the scenario's GPU plan is then shown only in its own section, labelled as not a prediction of the target.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from harness.errors import HarnessError
 from harness.model import queueing
 from harness.outdir import writable_dir
 from harness.report.renderer import ReportOptions, RunSource
+from harness.target.prediction import PREDICTION_FILE, SIMULATED_LABEL, NoPrediction, TargetPrediction, prediction_rows
 from harness.units import fmt_ms, fmt_num
 from workloads.summary import read_summary
 
@@ -124,9 +132,11 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
         plan = None
     engine = m.engine or {}
     simulated = bool(engine.get("simulated"))
-    facts = _model_facts(plan, engine)
-    startup_s = float(engine.get("startup_s", facts.get("startup", {}).get("startup_s", 0.0)) or 0.0) if simulated else \
-        float(facts.get("startup", {}).get("startup_s", 0.0) or 0.0)
+    plan_facts = _model_facts(plan, engine)
+    # a real target: the scenario's GPU plan predicts nothing of it (its own section below); the twin's prediction does
+    facts = plan_facts if simulated else {}
+    pred = None if simulated else _prediction(run)
+    startup_s = float(engine.get("startup_s", facts.get("startup", {}).get("startup_s", 0.0)) or 0.0) if simulated else 0.0
     ok = req[req["error_class"] == "ok"]
     span = float(side.get("span_s", 0.0))
     figs: dict[str, str] = {}
@@ -143,6 +153,10 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
         if ref:
             ax.axvline(ref, color="C3", ls="--", label=ref_label)
             ax.legend(fontsize=8)
+        twin_ref = getattr(pred.figures if pred else None, f"{col[:-2]}_p50_s", None)
+        if twin_ref:
+            ax.axvline(twin_ref, color="C1", ls="--", label="twin prediction p50 (simulated)")
+            ax.legend(fontsize=8)
         ax.set_xlabel(label)
         ax.set_ylabel("fraction of requests")
         ax.grid(alpha=0.3)
@@ -151,6 +165,8 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
         axes[2].hist(itl * 1e3, bins=80, log=True)
     if facts.get("decode_step_s"):
         axes[2].axvline(facts["decode_step_s"] * 1e3, color="C3", ls="--")
+    if pred and pred.figures.tpot_p50_s:
+        axes[2].axvline(pred.figures.tpot_p50_s * 1e3, color="C1", ls="--")
     axes[2].set_xlabel("ITL (ms)")
     axes[2].set_ylabel("chunks")
     fig.suptitle(("SIMULATED target — " if simulated else "") + "latency distributions (successful requests)")
@@ -166,10 +182,13 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
     if facts.get("pd_requests_per_s"):
         ax.axhline(facts["pd_requests_per_s"] * facts["output_tokens"], color="C3", ls="--", label="model μ_PD × output tokens")
         ax.axhline(facts["arrival_rate_per_s"] * facts["output_tokens"], color="C2", ls=":", label="arrival rate × output tokens")
+    if pred:
+        ax.axhline(pred.figures.output_tokens_per_s, color="C1", ls="--", label="twin prediction, window (simulated)")
     ax.set_xlabel("time since t0 (s)")
     ax.set_ylabel("tokens/s")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # a real target with nothing streamed has no line to name
+        ax.legend(fontsize=8)
     figs["throughput"] = _png(fig)
 
     # queue depth over time, with the fluid model of §9.6.1
@@ -195,7 +214,8 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
     ax.set_xlabel("time since t0 (s)")
     ax.set_ylabel("requests waiting")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # a real target without /metrics has no line to name
+        ax.legend(fontsize=8)
     figs["queue"] = _png(fig)
 
     # latency from the intended send over the run (shows the startup backlog)
@@ -261,18 +281,35 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
     validity = f"{summary.get('load_mode', 'open-loop')} · {validity}"  # closed-loop runs say so wherever they are shown
     banner = ("SIMULATED: the target is the harness's embedded emulator (harness.target); its timings come from the "
               "Chapter 9 model, not from a GPU.") if simulated else f"Target: {m.extra.get('target_url', 'external')}"
+    if not simulated:
+        banner += (f" — the model column is its digital twin's prediction (SIMULATED, made before the run from "
+                   f"{pred.source.path})" if pred else " — no prediction for this target (see the model column)")
+        rows = [(a, b, _real_target_cell(a, c, pred, summary)) for a, b, c in rows]
+    model_header = "model (Chapter 9)" if simulated else (SIMULATED_LABEL if pred else NoPrediction.reason)
+    sections = [] if simulated else [*(_twin_section(pred, summary) if pred else []), *_scenario_plan_section(plan_facts, m)]
     title = f"bench-pd — {m.extra.get('scenario', '')} — {m.run_id}"
 
     derived = [f"Note: {side['note']}.", ""] if side.get("derived") else []
     md = [f"# {title}", "", f"**{banner}**", "", f"Run: `{run.path}` · status {m.status} · {validity}", "", *derived,
           f"Window {summary['window_start_s']:.1f}–{summary['window_end_s']:.1f} s · {summary['requests_total']} requests "
           f"({summary['requests_ok']} ok of {summary['requests_measured']} measured)", "",
-          "| quantity | measured | model (Chapter 9) |", "|---|---|---|"]
+          f"| quantity | measured | {model_header} |", "|---|---|---|"]
     md += [f"| {a} | {b} | {c} |" for a, b, c in rows]
-    md += ["", "The fluid model of §9.6.1 holds the service rate at μ_PD; the emulated D pool batches continuously, so "
-           "backlogged requests are admitted into free batch slots and steps lengthen as the batch grows: the waiting queue "
-           "and the model's backlog are different quantities, shown side by side.", "", "Figures: report.html (latency CDFs, ITL histogram, tokens/s over time, queue depth vs the §9.6.1 fluid model, "
-           "TTFT by send time)."]
+    for heading, paragraphs, table in sections:
+        md += ["", f"## {heading}", ""]
+        for para in paragraphs:
+            md += [para, ""]
+        if table:
+            md += ["| " + " | ".join(table[0]) + " |", "|" + "---|" * len(table[0])]
+            md += ["| " + " | ".join(r) + " |" for r in table[1:]]
+    if simulated:
+        md += ["", "The fluid model of §9.6.1 holds the service rate at μ_PD; the emulated D pool batches continuously, so "
+               "backlogged requests are admitted into free batch slots and steps lengthen as the batch grows: the waiting queue "
+               "and the model's backlog are different quantities, shown side by side.", "", "Figures: report.html (latency CDFs, ITL histogram, tokens/s over time, queue depth vs the §9.6.1 fluid model, "
+               "TTFT by send time)."]
+    else:
+        md += ["", "Figures: report.html (latency CDFs, ITL histogram, tokens/s over time"
+               + (" with the twin's predictions (simulated)" if pred else "") + ", queue depth scraped from the target, TTFT by send time)."]
     md_path = out / "summary.md"
     md_path.write_text("\n".join(md) + "\n")
 
@@ -282,16 +319,111 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
          f"<h1>{html.escape(title)}</h1>", f"<p class='sim'><b>{html.escape(banner)}</b></p>",
          f"<p>Run <code>{html.escape(str(run.path))}</code> · status {html.escape(m.status)} · <b>{html.escape(validity)}</b></p>",
          *([f"<p>Note: {html.escape(side['note'])}.</p>"] if side.get("derived") else []),
-         "<table><tr><th>quantity</th><th>measured</th><th>model (Chapter 9)</th></tr>"]
+         f"<table><tr><th>quantity</th><th>measured</th><th>{html.escape(model_header)}</th></tr>"]
     h += [f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape(c)}</td></tr>" for a, b, c in rows]
     h.append("</table>")
+    for heading, paragraphs, table in sections:
+        h.append(f"<h2>{html.escape(heading)}</h2>")
+        h += [f"<p>{html.escape(para)}</p>" for para in paragraphs]
+        if table:
+            h.append("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in table[0]) + "</tr>")
+            h += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in table[1:]]
+            h.append("</table>")
+    queue_cap = "Queue depth (scraped /metrics) and the §9.6.1 fluid model" if simulated else "Queue depth (scraped /metrics)"
     for key, cap in (("latency", "Latency distributions"), ("throughput", "Output tokens per second"),
-                     ("queue", "Queue depth (scraped /metrics) and the §9.6.1 fluid model"), ("ttft_time", "TTFT by intended send time")):
+                     ("queue", queue_cap), ("ttft_time", "TTFT by intended send time")):
         h.append(f"<h2>{cap}</h2><img src='data:image/png;base64,{figs[key]}'/>")
     h.append("</body></html>")
     html_path = out / "report.html"
     html_path.write_text("".join(h))
     return [html_path, md_path]
+
+
+def _prediction(run: Any) -> TargetPrediction | None:
+    """The twin's prediction stored with a real target's run (None: the run was given no --calibration)."""
+    try:
+        raw = run.json(PREDICTION_FILE)
+    except FileNotFoundError:
+        return None
+    return TargetPrediction.from_dict(raw, str(run.path / PREDICTION_FILE))
+
+
+def twin_lines(prediction: dict[str, Any] | None, summary: dict[str, Any]) -> list[str]:
+    """Text lines for a real target's run: the twin's prediction (simulated) against the measured summary, with errors,
+    or how to make one (`prediction`: the run's prediction.json document, or None)."""
+    if prediction is None:
+        return [f"model: {NoPrediction().text()}"]
+    pred = TargetPrediction.from_dict(prediction)
+    parts = []
+    for r in prediction_rows(pred, summary):
+        v = _ms(r.predicted) if r.unit == "s" else f"{_num(r.predicted, '.3f' if r.unit == 'req/s' else '.0f')} {r.unit}"
+        parts.append(f"{r.quantity} {v} (error {_err(r.error)})")
+    return [f"model: {SIMULATED_LABEL} from {pred.source.kind} {pred.source.path}: " + "; ".join(parts),
+            f"model: error = (predicted − measured) / measured; saturation capacity {_num(pred.capacity_requests_per_s, '.3f')} "
+            "req/s (simulated)", *(f"model note: {n}" for n in pred.notes)]
+
+
+def _err(e: float | None) -> str:
+    return "n/a" if e is None else f"{e * 100:+.1f}%"
+
+
+# rows of the main table whose model cell is a figure of the target (the others carry definitions: SLOs, intended rate)
+_FIGURE_ROWS = ("request throughput, steady state (window)", "request throughput incl. startup and drain (vLLM bench serve)",
+                "output tokens/s", "TTFT p50 / p99", "TPOT p50 / p99", "E2E p50 / p99", "waiting queue emptied after startup at",
+                "PD allocation")
+
+
+def _real_target_cell(label: str, plan_cell: str, pred: TargetPrediction | None, summary: dict[str, Any]) -> str:
+    """The model cell of a real target's row: the twin's prediction with its error, or no prediction (never the
+    scenario's GPU plan, which predicts the scenario's deployment, not this target)."""
+    if label not in _FIGURE_ROWS:
+        return plan_cell
+    if pred is None:
+        return NoPrediction().text() if label == _FIGURE_ROWS[0] else "—"
+    r = {row.quantity: row for row in prediction_rows(pred, summary)}
+
+    def fig(q: str, unit: str = "") -> str:
+        row = r[q]
+        v = _ms(row.predicted) if row.unit == "s" else _num(row.predicted, ".3f" if row.unit == "req/s" else ".0f")
+        return f"{v}{unit} (error {_err(row.error)})"
+
+    cells = {
+        _FIGURE_ROWS[0]: f"{fig('request throughput, steady state (window)', ' req/s')}; saturation capacity "
+                         f"{_num(pred.capacity_requests_per_s, '.3f')} req/s at arrival {_num(pred.rate_per_s, '.3f')} req/s",
+        "output tokens/s": fig("output tokens/s (window)"),
+        "TTFT p50 / p99": f"p50 {fig('TTFT p50')}; p90 {fig('TTFT p90')} against the measured p90 {_ms(r['TTFT p90'].measured)}",
+        "TPOT p50 / p99": f"p50 {fig('TPOT p50')}",
+        "E2E p50 / p99": f"p50 {fig('E2E p50')}",
+    }
+    return cells.get(label, "—")
+
+
+def _twin_section(pred: TargetPrediction, summary: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    src = pred.source
+    table = [["quantity", SIMULATED_LABEL, "measured", "error (predicted − measured) / measured"]]
+    for r in prediction_rows(pred, summary):
+        f = (lambda v: _ms(v)) if r.unit == "s" else (lambda v, u=r.unit: f"{_num(v, '.3f' if u == 'req/s' else '.0f')} {u}")
+        table.append([r.quantity, f(r.predicted), f(r.measured), _err(r.error)])
+    table.append(["saturation capacity", f"{_num(pred.capacity_requests_per_s, '.3f')} req/s, "
+                  f"{_num(pred.capacity_output_tokens_per_s, '.0f')} output tokens/s", "not measured by this run", ""])
+    paras = [f"SIMULATED: the twin ran this run's workload ({pred.requests} requests, arrival {pred.rate_per_s:.3f} req/s, "
+             f"window [{pred.window_start_s:g}, {pred.window_end_s:g}) s of intended sends, the load generator's definitions) in "
+             f"simulated time before the load was sent ({pred.compute_s:.2f} s of computation).",
+             f"Twin: {src.engine} scheduler, model {src.model}; step times: {src.step_times}. Made from {src.kind} {src.path}"
+             + (f" with engine config {src.engine_config}" if src.engine_config else "")
+             + (f"; measured on {src.machine}" if src.machine else "") + ("; PROXY allowed" if src.proxy else "") + "."]
+    paras += [f"Note: {n}." for n in pred.notes]
+    return [("Twin prediction (simulated) against the measurement", paras, table)]
+
+
+def _scenario_plan_section(facts: dict[str, Any], m: Any) -> list[tuple[str, list[str], list[list[str]]]]:
+    if not facts.get("pd_requests_per_s"):
+        return []
+    return [("The scenario's GPU plan (Chapter 9) — not a prediction of this target",
+             [f"The workload's shapes and rate come from scenario {m.extra.get('scenario', '?')}; its plan (plan.json) is for the "
+              f"scenario's GPU deployment, not for this target: μ_PD {_num(facts.get('pd_requests_per_s'))} req/s "
+              f"({facts.get('pd_bound', '—')}-bound), TTFT floor d_P + T_KV {_ms(facts.get('ttft_floor_s'))}, decode step at "
+              f"batch 32 {_ms(facts.get('decode_step_s'))}."], [])]
 
 
 def _count(gpus: list[str]) -> dict[str, int]:

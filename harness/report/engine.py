@@ -49,12 +49,13 @@ def render_session(res: "SessionResult", benches: "list[BenchCheck]") -> str:
         lines.append(f"stored      {res.run_dir}")
     if benches:
         from harness.engines.crosscheck import render_rows  # noqa: PLC0415
+        from harness.report.bench_pd import twin_lines  # noqa: PLC0415
 
         for bc in benches:
             s = bc.summary
             lines += [f"\nbench-pd ({bc.api}): {bc.run_dir}",
-                      f"  {s['requests_ok']} ok of {s['requests_total']}, {s['output_tokens_per_s']:.1f} output tokens/s; "
-                      "the bench-pd report's model column is the GPU PD plan of the scenario, not a CPU prediction",
+                      f"  {s['requests_ok']} ok of {s['requests_total']}, {s['output_tokens_per_s']:.1f} output tokens/s",
+                      *("  " + ln for ln in twin_lines(bc.prediction, s)),
                       "  client vs engine (llama.cpp /metrics deltas over the run):"]
             lines += ["  " + ln for ln in render_rows(bc.rows).splitlines()]
     return "\n".join(lines)

@@ -142,6 +142,26 @@ def load_twin(path: str | Path) -> TwinSpec:
         raise HarnessError(f"twin spec {p} is missing or has a bad field ({exc}); regenerate it with `harness loop cpu`.") from None
 
 
+def llama_cpp_twin(cfg: Any, calibration: str, *, proxy: bool = False, gm: Any = None) -> TwinSpec:
+    """The twin of a llama.cpp engine config (harness.engines.config.EngineConfig) with the engine's own step-time
+    calibration: scheduler settings from the config (and its GGUF: sliding window, training context), step times
+    from the calibration, whose family, threads and model are checked (harness.calibration.step_time; `proxy`
+    lets a mismatch through, said in the notes). `gm`: the config's GGUF already read (read here when None)."""
+    from harness.target.llama_server import settings_from_engine  # noqa: PLC0415
+    from harness.target.step_times import calibrated_step_times  # noqa: PLC0415
+
+    if gm is None:
+        from harness.engines.llama_cpp import resolve_model  # noqa: PLC0415
+        from harness.specs.gguf_model import read_gguf  # noqa: PLC0415
+
+        gm = read_gguf(resolve_model(cfg))
+    settings = settings_from_engine(cfg.options, cfg.base.server.extra_args, sliding_window=gm.sliding_window,
+                                    n_ctx_train=gm.context_length)
+    st = calibrated_step_times(calibration, cfg, proxy=proxy)
+    notes = tuple(getattr(getattr(st, "model", None), "notes", ()) or ())
+    return TwinSpec("llama.cpp", settings, st, gm.path, st.source, notes)
+
+
 # ---- workloads as the twin sees them
 
 

@@ -48,6 +48,9 @@ def test_short_run_against_the_embedded_target(capsys, tmp_path, request):
     text = html.read_text()
     assert "SIMULATED" in text and text.count("data:image/png;base64,") == 4
     assert "| request throughput, steady state (window) |" in md.read_text() and "SIMULATED" in md.read_text()
+    # the embedded target is the scenario's deployment: its prediction is the plan, as before; no twin is involved
+    assert "| quantity | measured | model (Chapter 9) |" in md.read_text() and "μ_PD" in md.read_text()
+    assert res["prediction"] is None and not (run_dir / "prediction.json").exists()
 
 
 def test_empty_make_variables_mean_not_given():
@@ -78,3 +81,45 @@ def test_an_unwritable_report_dir_is_refused_before_the_run(tmp_path, capsys):
     assert rc == 1
     assert "--report-dir" in capsys.readouterr().err
     assert not (tmp_path / "results").exists()  # nothing was run
+
+
+STEP_TIME_STUB = '{"format": "harness-step-time", "format_version": 1}'
+
+
+@pytest.mark.parametrize("argv,files,msg", [
+    (["--calibration", "{d}/missing.json"], {}, "--calibration '{d}/missing.json' does not exist; give the twin.json"),
+    (["--calibration", "{d}/bad.json"], {"bad.json": "{nope"}, "is not valid JSON"),
+    (["--calibration", "{d}/list.json"], {"list.json": "[]"}, "holds a JSON list, not an object"),
+    (["--calibration", "{d}/other.json"], {"other.json": '{"a": 1}'}, "neither a twin.json"),
+    (["--calibration", "{d}/st.json"], {"st.json": STEP_TIME_STUB}, "give --engine-config NAME, the llama.cpp engine config"),
+    (["--calibration", "{d}/st.json", "--engine-config", "vllm-qwen3-8b"], {"st.json": STEP_TIME_STUB},
+     "--engine-config 'vllm-qwen3-8b' is for 'vllm'"),
+    (["--calibration", "{d}/st.json", "--engine-config", "nope"], {"st.json": STEP_TIME_STUB}, "engine config 'nope' does not exist"),
+    (["--engine-config", "llama-cpp-gemma3-270m"], {}, "--engine-config qualifies --calibration FILE"),
+    (["--proxy"], {}, "--proxy qualifies --calibration FILE"),
+    (["--calibration", "{d}/x.json", "--concurrency", "2"], {}, "the twin simulates open-loop arrivals; --concurrency"),
+])
+def test_a_bad_calibration_is_refused_before_the_run(capsys, tmp_path, argv, files, msg):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    argv = [a.format(d=tmp_path) for a in argv]
+    rc = main(["bench-pd", "--target", "http://127.0.0.1:9", *argv, "--out", str(tmp_path / "r"), "--report-dir", "", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err.startswith("error: ") and msg.format(d=tmp_path) in err, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "r").exists()  # nothing was run
+
+
+def test_a_calibration_needs_a_real_target(capsys, tmp_path):
+    rc = main(["bench-pd", "--calibration", str(tmp_path / "twin.json"), "--out", str(tmp_path / "r"), "--report-dir", ""])
+    err = capsys.readouterr().err
+    assert rc == 1 and "--calibration predicts a real target: give --target URL" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_empty_make_calibration_means_not_given():
+    from harness.cli import build_parser
+
+    args = build_parser().parse_args(["bench-pd", "--calibration", ""])
+    assert args.calibration == "" and args.engine_config is None and args.proxy is False

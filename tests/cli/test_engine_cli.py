@@ -104,6 +104,7 @@ def test_unknown_config_name_lists_the_known_ones(capsys):
 @pytest.mark.parametrize("argv,expected", [
     (["--port", "0"], "--port must be between 1 and 65535, got 0"),
     (["--hold-s", "-1"], "--hold-s must be a finite number of seconds >= 0"),
+    (["--calibration", "twin.json"], "--calibration and --proxy predict a bench-pd run; give --bench-pd too"),
 ])
 def test_bad_flags(capsys, argv, expected):
     code, _, err = run(capsys, "engine", "llama-cpp-gemma3-270m", *argv)

@@ -26,4 +26,6 @@ def test_session_summary_with_a_bench_cross_check():
     assert "first reply    2.500 s after spawn (time-to-ready; the request took 0.125 s)" in text
     assert "metrics     server: 12 samples" in lines and "note        a note" in lines and "stored      results/m/r1" in lines
     assert "" in lines and "bench-pd (chat): results/m/r2" in lines
-    assert "  10 ok of 10, 12.5 output tokens/s;" in text and "output tokens" in lines[-1] and lines[-1].startswith("  ")
+    assert "  10 ok of 10, 12.5 output tokens/s" in lines and "output tokens" in lines[-1] and lines[-1].startswith("  ")
+    # a bench without --calibration: no prediction for llama.cpp, and not the scenario's GPU plan either
+    assert any(ln.startswith("  model: no prediction for this target: ") for ln in lines) and "GPU PD plan" not in text

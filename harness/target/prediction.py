@@ -1,0 +1,163 @@
+"""The digital twin's prediction of one load run against a real target, stored with the run as prediction.json.
+
+Made before the load runs (it cannot peek at a measurement), for the very workload artifact the load
+generator sends: the same seeded arrivals, prompt and output lengths, and the load generator's
+measurement window [warmup_s, span_s − cooldown_s) of intended sends (workloads.summary's definitions,
+reproduced by harness.target.des.summarise_run). Every figure here is SIMULATED: it is what the twin
+(harness.target.twin) says the target will serve, not a measurement.
+
+`prediction_rows` sets the prediction beside the run's measured summary: error = (predicted − measured) /
+measured for throughput, output tokens/s, TTFT p50/p90, TPOT p50 and E2E p50.
+
+Format history (harness.versioning; a newer file is refused): 1 — first version.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from harness.errors import HarnessError
+from harness.target.des import ServedFigures, saturation_capacity
+from harness.versioning import load_versioned, stamp_version
+
+PREDICTION_FILE = "prediction.json"
+PREDICTION_SCHEMA_VERSION = 1
+PREDICTION_UPGRADES: dict[int, Any] = {}
+SIMULATED_LABEL = "twin prediction (simulated)"
+
+
+@dataclass(frozen=True)
+class PredictionSource:
+    """Which twin made the prediction, and from what."""
+
+    kind: str  # "twin.json" (a loop run's twin spec) or "step-time" (an engine step-time calibration + an engine config)
+    path: str  # the --calibration file
+    engine: str  # the scheduler modelled: llama.cpp, vllm, sglang
+    model: str
+    step_times: str  # where the step times come from (the twin's source)
+    engine_config: str | None = None  # the engine config whose scheduler settings the twin runs (step-time; checked: twin.json)
+    machine: str | None = None  # the host the constants were measured on (None: not recorded)
+    proxy: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TargetPrediction:
+    """What the twin predicts for one load run (all figures simulated)."""
+
+    figures: ServedFigures  # over the load generator's window, same definitions as its summary
+    capacity_requests_per_s: float  # saturation throughput for the run's (input, output) lengths
+    capacity_output_tokens_per_s: float
+    rate_per_s: float  # the schedule's mean arrival rate
+    span_s: float
+    window_start_s: float
+    window_end_s: float
+    requests: int  # requests simulated (the whole artifact)
+    source: PredictionSource
+    twin: dict[str, Any]  # the twin spec (harness.target.twin.twin_dict), so the prediction can be rerun
+    notes: tuple[str, ...] = ()
+    compute_s: float = 0.0  # wall seconds the simulation took on this machine
+    workload_content_hash: str = ""  # the artifact simulated (workloads.artifact content hash): the one the run sent
+    simulated: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["notes"] = list(self.notes)
+        return stamp_version(d, PREDICTION_SCHEMA_VERSION)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = PREDICTION_FILE) -> "TargetPrediction":
+        d = load_versioned(data, PREDICTION_SCHEMA_VERSION, PREDICTION_UPGRADES, source, what="twin prediction",
+                           fix="rerun bench-pd with --calibration to make a new one")
+        try:
+            return cls(ServedFigures(**d["figures"]), float(d["capacity_requests_per_s"]), float(d["capacity_output_tokens_per_s"]),
+                       float(d["rate_per_s"]), float(d["span_s"]), float(d["window_start_s"]), float(d["window_end_s"]),
+                       int(d["requests"]), PredictionSource(**d["source"]), dict(d["twin"]), tuple(d.get("notes", ())),
+                       float(d.get("compute_s", 0.0)), str(d.get("workload_content_hash", "")), bool(d.get("simulated", True)))
+        except KeyError as exc:
+            raise HarnessError(f"{source}: field {exc.args[0]!r} is missing; the run is damaged, rerun it.") from None
+        except (TypeError, ValueError) as exc:
+            raise HarnessError(f"{source}: a field has a bad value ({exc}); the run is damaged, rerun it.") from None
+
+
+def predict_artifact(spec: Any, rows: Sequence[dict[str, Any]], *, span_s: float, rate_per_s: float, warmup_s: float = 0.0,
+                     cooldown_s: float = 0.0, source: PredictionSource, notes: Sequence[str] = (),
+                     workload_content_hash: str = "") -> TargetPrediction:
+    """Simulate the artifact's rows on the twin `spec` (a TwinSpec) and its saturation capacity for the same lengths."""
+    from harness.target.twin import predict_point, requests_from_rows, twin_dict  # noqa: PLC0415
+
+    if not rows:
+        raise HarnessError("the workload is empty; the twin has nothing to predict.")
+    if not (math.isfinite(span_s) and span_s > 0):
+        raise HarnessError(f"the workload's schedule spans {span_s!r} s; the twin needs a schedule of positive length.")
+    t0 = time.perf_counter()
+    reqs = requests_from_rows(rows)
+    fig = predict_point(spec.make_scheduler, reqs, rate_per_s=rate_per_s, span_s=span_s, warmup_s=warmup_s, cooldown_s=cooldown_s)
+    n = max(40, 12 * int(spec.slots))
+    pairs = [(r.input_tokens, r.output_tokens) for r in reqs[:n]]  # the run's own lengths, in arrival order
+    cap_rps, cap_tok = saturation_capacity(spec.make_scheduler, pairs, n_requests=n)
+    all_notes = [*notes, *spec.notes]
+    if fig.rejected:
+        all_notes.append(f"the twin rejected {fig.rejected} of {len(reqs)} requests (a prompt longer than a slot's context)")
+    return TargetPrediction(fig, cap_rps, cap_tok, rate_per_s, span_s, warmup_s, max(warmup_s, span_s - cooldown_s), len(reqs),
+                            source, twin_dict(spec), tuple(dict.fromkeys(all_notes)), time.perf_counter() - t0, workload_content_hash)
+
+
+@dataclass(frozen=True)
+class PredictionRow:
+    """One figure: the twin's prediction (simulated) beside the run's measurement."""
+
+    quantity: str
+    unit: str  # "req/s", "tokens/s" or "s"
+    predicted: float | None
+    measured: float | None
+
+    @property
+    def error(self) -> float | None:
+        """(predicted − measured) / measured; None when either is missing or the measurement is 0."""
+        if self.predicted is None or self.measured is None or not self.measured:
+            return None
+        return (self.predicted - self.measured) / self.measured
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "error": self.error}
+
+
+def prediction_rows(pred: TargetPrediction, summary: dict[str, Any]) -> list[PredictionRow]:
+    """The prediction against the run's measured summary (workloads.summary's `load` document)."""
+    f = pred.figures
+    empty = bool(summary.get("window_note"))
+
+    def pct(name: str, q: str) -> float | None:
+        return (summary.get(name) or {}).get(q)
+
+    return [
+        PredictionRow("request throughput, steady state (window)", "req/s", f.request_throughput_per_s,
+                      None if empty else summary.get("request_throughput_per_s")),
+        PredictionRow("output tokens/s (window)", "tokens/s", f.output_tokens_per_s, None if empty else summary.get("output_tokens_per_s")),
+        PredictionRow("TTFT p50", "s", f.ttft_p50_s, pct("ttft_s", "p50")),
+        PredictionRow("TTFT p90", "s", f.ttft_p90_s, pct("ttft_s", "p90")),
+        PredictionRow("TPOT p50", "s", f.tpot_p50_s, pct("tpot_s", "p50")),
+        PredictionRow("E2E p50", "s", f.e2e_p50_s, pct("e2e_s", "p50")),
+    ]
+
+
+@dataclass(frozen=True)
+class NoPrediction:
+    """Why a real target's run has no prediction, and how to make one."""
+
+    reason: str = "no prediction for this target"
+    how: tuple[str, ...] = field(default=(
+        "`harness loop cpu` (llama.cpp; `harness loop gpu` for vLLM / SGLang) writes results/<machine>/<run_id>/twin.json: "
+        "rerun with --calibration results/<machine>/<run_id>/twin.json",
+        "or `make step-time` (writes calibration/<machine>.step-time.json), then rerun with "
+        "--calibration calibration/<machine>.step-time.json --engine-config NAME (the llama.cpp engine config the target runs)",
+    ))
+
+    def text(self) -> str:
+        return f"{self.reason}: " + "; ".join(self.how)
