@@ -18,7 +18,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from harness.errors import HarnessError
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
@@ -314,10 +314,39 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
             writer.append("loop_served", [m.to_dict() | {"point": pt}])
 
 
+@dataclass(frozen=True)
+class IterationOverhead:
+    """What one server-loop iteration costs beyond the twin's step time, from the isolated decode (calibration subset
+    "stages"): per batch B, the client's decode step (first to last chunk over the chunks between) minus the twin's
+    step time for B sequences at the mean context; the value is the median over B, floored at 0."""
+
+    value_s: float
+    per_batch_s: tuple[tuple[int, float], ...]
+
+
+def iteration_overhead_s(checks: Sequence[Any], step_times: Any, decode_prompt_tokens: int,
+                         output_tokens: int) -> IterationOverhead | None:
+    """None when no isolated decode request measured a step (fewer than two chunks, or failed)."""
+    import statistics  # noqa: PLC0415
+
+    by_b: dict[int, list[float]] = {}
+    for c in checks:
+        if not c.phase.startswith("decode@") or c.error or c.client_decode_s is None or c.client_chunks < 2:
+            continue
+        by_b.setdefault(int(c.phase.split("@", 1)[1]), []).append(c.client_decode_s / (c.client_chunks - 1))
+    if not by_b:
+        return None
+    context = decode_prompt_tokens + (output_tokens - 1) / 2.0
+    per_b = tuple((b, statistics.median(v) - step_times.decode_step_time_s(b, context)) for b, v in sorted(by_b.items()))
+    return IterationOverhead(max(0.0, statistics.median(x for _, x in per_b)), per_b)
+
+
 def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, writer: Any, say: ProgressFn) -> Any:
     """Calibration subset "stages": the isolated-prefill requests give the request overhead outside the step times
-    (client TTFT − the engine's own prompt time: HTTP, tokenizing, first-token streaming). The served points are
-    then re-predicted with it; they stay held out (no served measurement enters any fit)."""
+    (client TTFT − the engine's own prompt time: HTTP, tokenizing, first-token streaming), and the isolated decode
+    requests the server-loop iteration overhead (`iteration_overhead_s`: sampling, streaming each token, and whatever
+    the step-time source misses at these batches). The served points are then re-predicted with both; they stay held
+    out (no served measurement enters any fit)."""
     import statistics  # noqa: PLC0415
 
     from harness.target.twin import predict_point, requests_from_rows, twin_dict  # noqa: PLC0415
@@ -329,9 +358,18 @@ def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, 
     twin = replace(twin, settings=replace(twin.settings, request_overhead_s=overhead),
                    notes=(*twin.notes, f"request overhead {overhead * 1e3:.1f} ms (median client TTFT − engine prompt time of "
                                        f"{len(d)} isolated-prefill requests: calibration subset 'stages')"))
-    state["twin"] = twin
     state["notes"].append(twin.notes[-1])
     say(f"request overhead from the isolated prefills: {overhead * 1e3:.1f} ms; re-predicting the served points")
+    it = iteration_overhead_s(state["checks"], twin.step_times, opts.decode_prompt_tokens, opts.output_tokens)
+    if it is not None:
+        per_b = ", ".join(f"B={b} {x * 1e3:+.2f} ms" for b, x in it.per_batch_s)
+        twin = replace(twin, settings=replace(twin.settings, iteration_overhead_s=it.value_s),
+                       notes=(*twin.notes, f"server-loop iteration overhead {it.value_s * 1e3:.2f} ms (median over B of the client's "
+                                           f"decode step − the twin's step time in the isolated decode, {per_b}: calibration "
+                                           f"subset 'stages')"))
+        state["notes"].append(twin.notes[-1])
+        say(f"iteration overhead from the isolated decode: {it.value_s * 1e3:.2f} ms ({per_b})")
+    state["twin"] = twin
     for i, p in enumerate(state["served"]):
         art = state["artifacts"][p.point]
         fig = predict_point(twin.make_scheduler, requests_from_rows(art.rows), rate_per_s=p.rate_per_s, span_s=opts.duration_s)
