@@ -117,7 +117,7 @@ def compare_served(mix: str, point: int, rate: float, fraction: float, pred: Any
         p, m = getattr(pred, metric), getattr(meas, metric)
         e = _err(p, m)
         tgt = TARGETS_PCT.get(metric)
-        met = None if (tgt is None or e is None or meas.contended or not held_out) else abs(e) <= tgt
+        met = None if (tgt is None or e is None or meas.contended or not held_out) else bool(abs(e) <= tgt)
         out.append(ServedComparison(mix, point, rate, fraction, metric, p, m, e, held_out, meas.contended, meas.engine_cpu_share, tgt, met))
     return out
 
@@ -138,7 +138,7 @@ def compare_capacity(mix: str, point: int, rate: float, fraction: float, predict
         note = (f"not saturated at {rate:.3g} req/s (served {meas.request_throughput_per_s:.3g}/s): the measured figure is "
                 "a lower bound on capacity, not judged")
     elif e is not None and not meas.contended and held_out:
-        met = abs(e) <= tgt
+        met = bool(abs(e) <= tgt)  # a numpy bool would render as "not judged" (it is not `False`)
     return ServedComparison(mix, point, rate, fraction, "capacity_rps", predicted_rps, m, e, held_out, meas.contended,
                             meas.engine_cpu_share, tgt, met, note)
 

@@ -147,6 +147,18 @@ def test_capacity_is_judged_only_when_saturated():
     assert lb.met is None and "lower bound" in lb.note
 
 
+def test_a_missed_target_is_a_plain_false_even_from_numpy_figures():
+    """A numpy bool is not `False`: the report printed such a miss as "(not judged)" beside a verdict listing it."""
+    import numpy as np
+
+    miss = compare_capacity("m", 3, 2.0, 1.2, 1.2, _Fig(request_throughput_per_s=np.float64(1.0), saturated_rps=np.float64(1.0)))
+    assert miss.met is False
+    rows = compare_served("512/64", 1, 1.0, 0.8, _Fig(ttft_p50_s=np.float64(2.0), tpot_p50_s=np.float64(0.05)),
+                          _Fig(ttft_p50_s=np.float64(1.0), tpot_p50_s=np.float64(0.05)))
+    assert {r.metric: r.met for r in rows if r.met is not None} == {"ttft_p50_s": False, "tpot_p50_s": True}
+    assert all(type(r.met) is bool for r in rows if r.met is not None)
+
+
 def test_loop_report_version_matches_the_store_and_v1_upgrades(tmp_path):
     import json
 
