@@ -247,13 +247,17 @@ class Coordinator:
         # from the stored table, not the records in memory: a killed or imported run summarises the same way
         self.summary = summarise_run(Run(self.writer.path), options=opts, span_s=self.span_s)
         writer_cpu_s = float(self.parts_report.get("writer_cpu_s", 0.0))
+        workers_cpu = ({str(k): v for k, v in sorted(self.master.cpu_by_worker.items())} if self.master is not None else {})
         self.writer.write_json("summary.json", summary_document(
             self.summary, span_s=self.span_s, options=opts,
             load_mode="closed-loop" if self.closed_loop else "open-loop", stopped=self.stop_requested, cancelled=self.cancelled,
             # client cost per token: CPU of this process (all users when workers == 0) while the load ran,
             # plus the part writer process's CPU for encoding and writing the records (its start-up excluded)
             client_process={"cpu_s": self.client_cpu_s + writer_cpu_s, "load_process_cpu_s": self.client_cpu_s,
-                            "part_writer_cpu_s": writer_cpu_s, "wall_s": self.load_wall_s, "workers": self.cfg.workers},
+                            "part_writer_cpu_s": writer_cpu_s, "wall_s": self.load_wall_s, "workers": self.cfg.workers,
+                            # with workers, each worker process's CPU from t0 to its last report (their users' cost)
+                            "worker_cpu_s": workers_cpu,
+                            "all_processes_cpu_s": self.client_cpu_s + writer_cpu_s + sum(workers_cpu.values())},
         ))
         return self.summary
 

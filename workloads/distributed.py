@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -70,6 +71,7 @@ class WorkerSide:
         self.state: Any = None
         self.index = -1
         self.final_sent = False
+        self._cpu0: float | None = None
         self._flusher: Any = None
         r = self.runner
         r.register_message(MSG_SETUP, self._on_setup, concurrent=True)
@@ -118,12 +120,15 @@ class WorkerSide:
         return estimate_offset(samples)
 
     def _on_t0(self, environment: Any, msg: Any, **_: Any) -> None:
+        self._cpu0 = time.process_time()  # this worker's CPU during the load is counted from here
         if self.state is not None:
             self.state.set_t0_unix_ns(int(msg.data["t0_unix_ns"]), self.clock.offset_ns if self.clock else 0)
 
     def _send(self, final: bool) -> None:
         st = self.state
-        self.runner.send_message(MSG_RECORDS, {"worker": self.index, "rows": st.drain(), "sent": st.sent, "final": final})
+        rows = st.drain()
+        cpu_s = time.process_time() - self._cpu0 if self._cpu0 is not None else None
+        self.runner.send_message(MSG_RECORDS, {"worker": self.index, "rows": rows, "sent": st.sent, "final": final, "cpu_s": cpu_s})
 
     def _flush_loop(self) -> None:
         while not self.final_sent:
@@ -153,6 +158,7 @@ class MasterSide:
         self.ready: dict[int, dict[str, Any]] = {}
         self.sent_by_worker: dict[int, int] = {}
         self.final: set[int] = set()
+        self.cpu_by_worker: dict[int, float] = {}  # each worker's CPU seconds since t0, as of its latest message
         runner.register_message(MSG_PING, self._on_ping)
         runner.register_message(MSG_READY, self._on_ready)
         runner.register_message(MSG_RECORDS, self._on_records)
@@ -168,6 +174,8 @@ class MasterSide:
         d = msg.data
         self.on_rows(d["rows"])
         self.sent_by_worker[int(d["worker"])] = int(d["sent"])
+        if d.get("cpu_s") is not None:
+            self.cpu_by_worker[int(d["worker"])] = float(d["cpu_s"])
         if d.get("final"):
             self.final.add(int(d["worker"]))
 

@@ -1,7 +1,8 @@
 """Per-request records of a load run: times relative to the run's t0, derived latencies, token counts.
 
 Definitions (docs/loadgen.md maps them to vLLM, SGLang, guidellm and AIPerf names):
-  ttft_s   first content event arrival − actual send (ttft_from_intended_s: − intended send)
+  ttft_s   first content event arrival − actual send (ttft_from_intended_s: − intended send; ttft_from_written_s:
+           − the instant the request's last byte was handed to the kernel, written_ns)
   e2e_s    last body byte − actual send (e2e_from_intended_s: − intended send); for a failed request,
            the instant the failure was seen (a timeout's e2e is the timeout)
   itl      gaps between consecutive content events (kept whole in chunk_ns; itl_mean_s per request)
@@ -23,11 +24,11 @@ from typing import Any
 ERROR_DETAIL_MAX_CHARS = 300  # stored error details are cut to this, after any secret in them was masked
 
 RECORD_COLUMNS = (
-    "request_index", "session_id", "turn", "worker_index", "api", "intended_ns", "sent_ns", "first_byte_ns",
+    "request_index", "session_id", "turn", "worker_index", "api", "intended_ns", "sent_ns", "written_ns", "first_byte_ns",
     "first_token_ns", "last_byte_ns", "chunk_ns", "status", "error_class", "error_detail", "prompt_tokens_target",
     "max_tokens", "prompt_tokens_usage", "output_tokens_usage", "output_tokens_chunks", "token_count_mismatch",
     "usage_missing", "finish_reason", "response_id", "ttft_s", "ttft_from_intended_s", "e2e_s", "e2e_from_intended_s",
-    "tpot_s", "itl_mean_s", "schedule_lag_s", "body_bytes",
+    "tpot_s", "itl_mean_s", "schedule_lag_s", "body_bytes", "body_reads", "ttft_from_written_s",
     "engine_prompt_ms", "engine_prompt_n", "engine_predicted_ms", "engine_predicted_n",
     "ttft_minus_engine_prompt_s", "engine_output_tokens_diff",
 )
@@ -62,6 +63,7 @@ def build_record(item: dict[str, Any], raw: dict[str, Any], *, t0_ns: int, inten
     tpot = (chunks[-1] - chunks[0]) / 1e9 / (n_out - 1) if n_chunks >= 2 and n_out > 1 else None
     itl_mean = (chunks[-1] - chunks[0]) / 1e9 / (n_chunks - 1) if n_chunks >= 2 else None
     fb = raw["first_byte_ns"]
+    written = raw.get("written_ns")
     timings = p.engine_timings if p is not None else None
     prompt_ms = _num(timings, "prompt_ms")
     pred_n = _num(timings, "predicted_n")
@@ -74,6 +76,7 @@ def build_record(item: dict[str, Any], raw: dict[str, Any], *, t0_ns: int, inten
         "api": item["api"],
         "intended_ns": intended_abs_ns - t0_ns,
         "sent_ns": sent - t0_ns,
+        "written_ns": (written - t0_ns) if written is not None else None,
         "first_byte_ns": (fb - t0_ns) if fb is not None else None,
         "first_token_ns": (first_tok - t0_ns) if first_tok is not None else None,
         "last_byte_ns": raw["last_byte_ns"] - t0_ns,
@@ -98,6 +101,8 @@ def build_record(item: dict[str, Any], raw: dict[str, Any], *, t0_ns: int, inten
         "itl_mean_s": itl_mean,
         "schedule_lag_s": (sent - intended_abs_ns) / 1e9,
         "body_bytes": raw["body_bytes"],
+        "body_reads": raw.get("body_reads"),
+        "ttft_from_written_s": (first_tok - written) / 1e9 if first_tok is not None and written is not None else None,
         "engine_prompt_ms": prompt_ms,
         "engine_prompt_n": _num(timings, "prompt_n"),
         "engine_predicted_ms": _num(timings, "predicted_ms"),

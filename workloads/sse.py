@@ -52,67 +52,67 @@ class SSEParser:
         self.timings = None
 
     def feed(self, piece: bytes, t_ns: int) -> None:
+        # one function, locals only: this runs once per streamed event, and each attribute lookup or call counts
         if self.done:
             return
-        buf = self.buf + piece if self.buf else piece
-        events = buf.split(b"\n\n")  # one C call per read, not a find and a slice per event
+        if self.buf:
+            piece = self.buf + piece
+        events = piece.split(b"\n\n")  # one C call per read, not a find and a slice per event
         self.buf = events.pop()  # the incomplete tail (b"" when the piece ended on an event boundary)
-        event = self._event
+        chat = self.chat
+        n = 0
         for ev in events:
-            if ev and ev[:1] != b":":
-                event(ev, t_ns)
-                if self.done:
-                    return
-
-    def _event(self, ev: bytes, t_ns: int) -> None:
-        if ev.startswith(b"data: ") and b"\n" not in ev:
-            data = ev[6:]
-        else:
-            data = None
-            for line in ev.split(b"\n"):
-                if line.startswith(b"data:"):
-                    chunk = line[5:].lstrip(b" ")
-                    data = chunk if data is None else data + b"\n" + chunk
-            if data is None:  # "event:" / "id:" lines only
-                return
-        self.events += 1
-        if data == b"[DONE]":
-            self.done = True
-            return
-        try:
-            obj = _loads(data)
-        except ValueError:
-            obj = None
-        if type(obj) is not dict:
-            if self.malformed is None:
-                self.malformed = data[:1024].decode("utf-8", "replace")  # masked, then cut, in the record
-            return
-        choices = obj.get("choices")
-        if choices is None and "error" in obj:
-            self.server_error = str(obj["error"])[:4096]  # the record masks the API key, then cuts
-            return
-        if self.rid is None:
-            self.rid = obj.get("id")
-        if choices:
-            c0 = choices[0]
-            if type(c0) is dict:
-                if self.chat:
-                    d = c0.get("delta")
-                    text = (d.get("content") or d.get("reasoning_content") or d.get("reasoning")) if type(d) is dict else None
-                else:
-                    text = c0.get("text")
-                if text:
-                    self.content_ns.append(t_ns)
-                fin = c0.get("finish_reason")
-                if fin:
-                    self.finish = fin
-        t = obj.get("timings")
-        if type(t) is dict:
-            self.timings = t
-        u = obj.get("usage")
-        if type(u) is dict:
-            self.p_usage = u.get("prompt_tokens", self.p_usage)
-            self.o_usage = u.get("completion_tokens", self.o_usage)
+            if ev[:6] == b"data: " and b"\n" not in ev:  # the common case: one data line
+                data = ev[6:]
+            elif not ev or ev[:1] == b":":  # a comment (keep-alive) or an empty event
+                continue
+            else:
+                data = None
+                for line in ev.split(b"\n"):
+                    if line.startswith(b"data:"):
+                        chunk = line[5:].lstrip(b" ")
+                        data = chunk if data is None else data + b"\n" + chunk
+                if data is None:  # "event:" / "id:" lines only
+                    continue
+            n += 1
+            if data == b"[DONE]":
+                self.done = True
+                break
+            try:
+                obj = _loads(data)
+            except ValueError:
+                obj = None
+            if type(obj) is not dict:
+                if self.malformed is None:
+                    self.malformed = data[:1024].decode("utf-8", "replace")  # masked, then cut, in the record
+                continue
+            choices = obj.get("choices")
+            if choices:
+                c0 = choices[0]
+                if type(c0) is dict:
+                    if chat:
+                        d = c0.get("delta")
+                        text = (d.get("content") or d.get("reasoning_content") or d.get("reasoning")) if type(d) is dict else None
+                    else:
+                        text = c0.get("text")
+                    if text:
+                        self.content_ns.append(t_ns)
+                    fin = c0.get("finish_reason")
+                    if fin:
+                        self.finish = fin
+            elif choices is None and "error" in obj:
+                self.server_error = str(obj["error"])[:4096]  # the record masks the API key, then cuts
+                continue
+            if self.rid is None:
+                self.rid = obj.get("id")
+            t = obj.get("timings")
+            if type(t) is dict:
+                self.timings = t
+            u = obj.get("usage")
+            if type(u) is dict:
+                self.p_usage = u.get("prompt_tokens", self.p_usage)
+                self.o_usage = u.get("completion_tokens", self.o_usage)
+        self.events += n
 
     def result(self) -> StreamParse:
         return StreamParse(self.content_ns, self.events, self.done, self.finish, self.p_usage, self.o_usage, self.rid,

@@ -48,3 +48,12 @@ def test_every_error_class_is_documented():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "loadgen.md").read_text()
     row = next(ln for ln in doc.splitlines() if ln.startswith("| `status`, `error_class`"))
     assert [c for c in ERROR_CLASSES if f"`{c}`" not in row] == []
+
+
+def test_every_record_column_is_documented():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "loadgen.md").read_text()
+    table = doc[doc.index("## Records"):doc.index("### Metric names in other tools")]
+    missing = [c for c in RECORD_COLUMNS if f"`{c}`" not in table]
+    assert not missing, f"columns of the requests table not documented in docs/loadgen.md: {missing}"

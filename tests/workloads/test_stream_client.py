@@ -1,0 +1,203 @@
+"""workloads.stream_client against raw-socket servers: the request it writes, every framing of the body (one byte per
+write included), keep-alive reuse, and each error class of a broken response. No monkey patching: the client uses
+gevent sockets, each server is a plain OS thread."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+from geventhttpclient import HTTPClient
+from geventhttpclient.url import URL
+
+from workloads.stream_client import request_head, stream_request
+
+
+def _event(text: str | None = None, fin: str | None = None, usage: bool = False) -> bytes:
+    obj = {"id": "r-1", "object": "chat.completion.chunk",
+           "choices": [] if usage else [{"index": 0, "delta": {"content": text}, "finish_reason": fin}]}
+    if usage:
+        obj["usage"] = {"prompt_tokens": 2, "completion_tokens": 3}
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+EVENTS = [_event(" a"), _event(" b"), _event(" c", "length"), _event(usage=True), b"data: [DONE]\n\n"]
+CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def chunked(events: list[bytes], terminator: bytes = b"0\r\n\r\n") -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + terminator
+
+
+class RawServer:
+    """Answers each request read on a connection with `respond(request_bytes, conn)`; counts connections."""
+
+    def __init__(self, respond):
+        self.respond = respond
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.stop = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        self.sock.settimeout(0.2)
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            self.connections += 1
+            threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
+
+    def _conn(self, conn: socket.socket) -> None:
+        conn.settimeout(10)
+        buf = b""
+        try:
+            while not self.stop:
+                while b"\r\n\r\n" not in buf:
+                    d = conn.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                head, _, rest = buf.partition(b"\r\n\r\n")
+                n = int(next(ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length")))
+                while len(rest) < n:
+                    rest += conn.recv(65536)
+                self.requests.append(head + b"\r\n\r\n" + rest[:n])
+                buf = rest[n:]
+                if self.respond(self.requests[-1], conn) == "close":
+                    return
+        except OSError:
+            return
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.stop = True
+        self.thread.join(5)
+        self.sock.close()
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def make(respond):
+        s = RawServer(respond)
+        servers.append(s)
+        return s
+
+    yield make
+    for s in servers:
+        s.close()
+
+
+def _run(url: str, n: int = 1, headers: dict | None = None, timeout_s: float = 10.0) -> list[dict]:
+    http = HTTPClient.from_url(URL(url + "/"), concurrency=2, network_timeout=60, connection_timeout=10)
+    body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "stream": True}).encode()
+    return [stream_request(http, "/v1/chat/completions", body, headers or {"Content-Type": "application/json"}, chat=True,
+                           timeout_s=timeout_s) for _ in range(n)]
+
+
+def _ok(r: dict, events: int = 3) -> None:
+    assert r["error_class"] == "ok", r["error_detail"]
+    assert len(r["parse"].content_ns) == events and r["parse"].output_tokens_usage == 3 and r["parse"].finish_reason == "length"
+    assert r["sent_ns"] <= r["written_ns"] <= r["first_byte_ns"] <= r["parse"].content_ns[0] <= r["last_byte_ns"]
+
+
+def test_request_bytes_and_keep_alive(serve):
+    srv = serve(lambda req, c: c.sendall(CHUNKED_HEAD + chunked(EVENTS)))
+    res = _run(srv.url, 3, headers={"Content-Type": "application/json", "Authorization": "Bearer k"})
+    for r in res:
+        _ok(r)
+    assert srv.connections == 1  # one connection, reused
+    head, _, body = srv.requests[0].partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "POST /v1/chat/completions HTTP/1.1"
+    fields = {k.lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:])}
+    assert fields["host"] == srv.url.split("://")[1] and fields["authorization"] == "Bearer k"
+    assert int(fields["content-length"]) == len(body) and json.loads(body)["stream"] is True
+
+
+def test_one_byte_per_write_every_boundary(serve):
+    def respond(req, c):
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for b in CHUNKED_HEAD + chunked(EVENTS):
+            c.sendall(bytes([b]))
+            time.sleep(0.0002)  # (how the reads coalesce depends on the machine; the result must not)
+    srv = serve(respond)
+    (r,) = _run(srv.url)
+    _ok(r)
+
+
+def test_extensions_trailers_and_several_events_per_chunk(serve):
+    body = (b"5;ext=1\r\n" + EVENTS[0][:5] + b"\r\n" + b"%x\r\n%s\r\n" % (len(EVENTS[0]) - 5, EVENTS[0][5:])
+            + b"%x\r\n%s\r\n" % (len(b"".join(EVENTS[1:])), b"".join(EVENTS[1:])) + b"0\r\nX-Trailer: 1\r\n\r\n")
+    srv = serve(lambda req, c: c.sendall(CHUNKED_HEAD.replace(b"chunked", b"chunked\r\nTrailer: X-Trailer") + body))
+    res = _run(srv.url, 2)
+    for r in res:
+        _ok(r)
+    assert srv.connections == 1
+
+
+def test_content_length_and_close_delimited_bodies(serve):
+    raw = b"".join(EVENTS)
+    srv = serve(lambda req, c: c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(raw) + raw))
+    for r in _run(srv.url, 2):
+        _ok(r)
+    srv2 = serve(lambda req, c: (c.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + raw), "close")[1])
+    for r in _run(srv2.url, 2):
+        _ok(r)
+    assert srv2.connections == 2  # not reused after a close-delimited body
+
+
+def test_connection_close_is_not_reused(serve):
+    srv = serve(lambda req, c: (c.sendall(CHUNKED_HEAD.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")
+                                          + chunked(EVENTS)), "close")[1])
+    for r in _run(srv.url, 2):
+        _ok(r)
+    assert srv.connections == 2
+
+
+@pytest.mark.parametrize("name, respond, cls", [
+    ("bad chunk size", lambda req, c: c.sendall(CHUNKED_HEAD + b"zz\r\n" + EVENTS[0]), "protocol_error"),
+    ("chunk without CRLF", lambda req, c: c.sendall(CHUNKED_HEAD + b"%x\r\n%sXX" % (len(EVENTS[0]), EVENTS[0])), "protocol_error"),
+    ("closed mid-chunk", lambda req, c: (c.sendall(CHUNKED_HEAD + b"%x\r\n%s" % (len(EVENTS[0]) + 9, EVENTS[0])), "close")[1],
+     "reset"),
+    ("closed before a head", lambda req, c: "close", "protocol_error"),
+    ("closed mid-head", lambda req, c: (c.sendall(b"HTTP/1.1 200 OK\r\nContent-"), "close")[1], "protocol_error"),
+    ("garbage head", lambda req, c: c.sendall(b"NOT HTTP\r\n\r\n"), "protocol_error"),
+    ("no [DONE]", lambda req, c: c.sendall(CHUNKED_HEAD + chunked(EVENTS[:-1])), "incomplete"),
+    ("malformed event", lambda req, c: c.sendall(CHUNKED_HEAD + chunked([EVENTS[0], b"data: {nope\n\n", *EVENTS[1:]])), "malformed_sse"),
+    ("http 500", lambda req, c: c.sendall(b"HTTP/1.1 500 Oops\r\nContent-Length: 5\r\n\r\nbroke"), "http_error"),
+    ("stall", lambda req, c: (c.sendall(CHUNKED_HEAD + chunked(EVENTS[:1], b"")), time.sleep(3))[0], "timeout"),
+])
+def test_error_classes(serve, name, respond, cls):
+    srv = serve(respond)
+    (r,) = _run(srv.url, timeout_s=1.0)
+    assert r["error_class"] == cls, (name, r["error_detail"])
+    if cls == "http_error":
+        assert r["status"] == 500 and r["error_detail"] == "broke"
+
+
+def test_refused_connection_is_connect():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    (r,) = _run(f"http://127.0.0.1:{port}")
+    assert r["error_class"] == "connect" and r["written_ns"] is None
+
+
+def test_header_injection_is_refused():
+    http = HTTPClient.from_url(URL("http://127.0.0.1:9/"), concurrency=1)
+    with pytest.raises(ValueError):
+        request_head(http, "/v1/completions", {"X-Bad": "a\r\nInjected: 1"})
+    (r,) = [stream_request(http, "/v1/completions", b"{}", {"X-Bad": "a\r\nb"}, chat=False, timeout_s=1.0)]
+    assert r["error_class"] == "client_error"
