@@ -144,3 +144,37 @@ def test_word_tokenizer_counts_one_token_per_word_like_the_target(tmp_path):
     enc = tk.encode(text)
     assert len(enc.ids) == 128 and 0 not in enc.ids  # every prompt word is in the vocabulary: no [UNK]
     assert tk.decode(enc.ids) == text
+
+
+# --- against the one-token-per-write server, with a fake tool ------------------------------------------------------
+
+
+def test_token_server_option_runs_a_tool_and_checks_its_counts(tmp_path):
+    import json
+    import sys
+    from pathlib import Path
+
+    fake = tmp_path / "guidellm"
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).parent / 'fake_guidellm.py'} \"$@\"\n")
+    fake.chmod(0o755)
+    out = tmp_path / "cmp.json"
+    rc = tc.main(["--server", "token", "--server-itl-s", "0.001", "--guidellm", str(fake), "--tools", "guidellm",
+                  "--requests", "4", "--output-tokens", "30", "--concurrency", "2", "--quiet-timeout-s", "0",
+                  "--sample-interval-s", "0.05", "--work-dir", str(tmp_path / "w"), "--out", str(out)])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert res["workload"]["server"] == "token" and "one send per token" in res["workload"]["target"]
+    (run,) = res["runs"]
+    assert run["server"] == "token" and run["problems"] == [], run["problems"]
+    assert run["target"] == {"requests_received": 4, "requests_finished": 4, "tokens_generated": 120}
+    assert run["tool_report"]["all_output_tokens_as_asked"] is True
+    assert run["load_window"]["cpu_s"] > 0 and run["tokens_per_cpu_s_load_window"] > 0
+
+
+@pytest.mark.parametrize("argv, flag", [(["--server", "token", "--server-itl-s", "-1"], "--server-itl-s"),
+                                        (["--server", "token", "--server-cpu", "999"], "--server-cpu"),
+                                        (["--server-cpu", "0"], "--server token")])
+def test_token_server_flags_are_checked(argv, flag):
+    with pytest.raises(HarnessError) as e:
+        tc.validate(_args(*argv))
+    assert flag in str(e.value)

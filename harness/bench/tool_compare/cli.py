@@ -51,6 +51,13 @@ def validate(args: argparse.Namespace) -> tuple[list[str], Workload, Tools]:
         raise HarnessError(f"--sample-interval-s must be at most 5 s (the load lasts a few seconds), got {args.sample_interval_s!r}; "
                            "give about 0.1.")
     _positive("--run-timeout-s", args.run_timeout_s)
+    if not 0.0 <= args.server_itl_s <= 1.0:
+        raise HarnessError(f"--server-itl-s is the token server's cadence in seconds, from 0 to 1; got {args.server_itl_s!r}.")
+    n_cpu = os.cpu_count() or 1
+    if args.server_cpu is not None and not 0 <= args.server_cpu < n_cpu:
+        raise HarnessError(f"--server-cpu must be a core number from 0 to {n_cpu - 1}; got {args.server_cpu!r}.")
+    if args.server != "token" and (args.server_cpu is not None or args.server_itl_s != 0.001):
+        raise HarnessError("--server-itl-s and --server-cpu apply to --server token only; add --server token or drop them.")
     _positive("--max-loadavg", args.max_loadavg)
     _positive("--max-busy-pct", args.max_busy_pct)
     if args.max_busy_pct > 100:
@@ -103,6 +110,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-loadavg", type=float, default=1.0, help="wait before each run until the 1-minute load average is below this")
     p.add_argument("--max-busy-pct", type=float, default=15.0, help="... and the CPUs were less busy than this over 3 s")
     p.add_argument("--quiet-timeout-s", type=float, default=120.0, help="wait at most this long for a quiet machine (recorded)")
+    p.add_argument("--server", choices=["target", "token"], default="target",
+                   help="'target': the embedded fixed-timing target, each stream written whole (the figures of 2026-11-30); "
+                        "'token': the independent one-token-per-write server (harness.bench.token_server), one send per token")
+    p.add_argument("--server-itl-s", type=float, default=0.001,
+                   help="--server token: the token cadence in seconds (default 0.001; 0: as fast as the server writes)")
+    p.add_argument("--server-cpu", type=int, default=None, help="--server token: pin the server to this core (recorded)")
     p.add_argument("--work-dir", default=None, help="where runs keep their logs and samples (default: a new /tmp directory)")
     p.add_argument("--out", default=None, help="write the results as JSON here")
     return p
@@ -119,7 +132,11 @@ def main(argv: list[str] | None = None) -> int:
             "host": {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
                      "kernel": platform.release()},
             "workload": {**asdict(wl), "tokens": wl.tokens, "api": "/v1/completions", "streaming": True,
-                         "target": "harness.target --profile fixed --ttft-s 0 --itl-s 0"},
+                         "target": ("harness.target --profile fixed --ttft-s 0 --itl-s 0 (each stream written whole)"
+                                    if args.server == "target" else
+                                    f"harness.bench.token_server --ttft-s 0 --itl-s {args.server_itl_s:g} (one send per token)"
+                                    + (f" --cpu {args.server_cpu}" if args.server_cpu is not None else "")),
+                         "server": args.server},
             "tools": chosen, "work_dir": str(work_dir), "runs": []}
         for rnd in range(1, args.rounds + 1):
             for tool in chosen:

@@ -16,17 +16,28 @@ from harness.bench.tool_compare.sampling import TargetPoller, find_load_window, 
 from harness.telemetry.proc import wait_quiet
 
 
-def one_run(tool: str, rnd: int, wl: Workload, tools: Tools, work_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+def _server(args: argparse.Namespace) -> Any:
+    """A fresh server for one run: the embedded target writing each stream whole, or the one-token-per-write server."""
+    if getattr(args, "server", "target") == "token":
+        from harness.bench.token_server import start_token_server
+
+        return start_token_server(ttft_s=0.0, itl_s=args.server_itl_s, cpu=args.server_cpu, emit_log=False,
+                                  max_lifetime_s=args.run_timeout_s + 120)
     from harness.target.process import start_target
 
+    return start_target(["--profile", "fixed", "--ttft-s", "0", "--itl-s", "0"], max_lifetime_s=args.run_timeout_s + 120)
+
+
+def one_run(tool: str, rnd: int, wl: Workload, tools: Tools, work_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     ad = adapter(tool)
     run_dir = work_dir / f"r{rnd}-{tool}"
     run_dir.mkdir(parents=True, exist_ok=True)
     quiet = wait_quiet(args.max_loadavg, args.max_busy_pct, args.quiet_timeout_s)
-    rec: dict[str, Any] = {"tool": tool, "round": rnd, "start_conditions": quiet, "run_dir": str(run_dir)}
+    rec: dict[str, Any] = {"tool": tool, "round": rnd, "start_conditions": quiet, "run_dir": str(run_dir),
+                           "server": getattr(args, "server", "target")}
     print(f"[tool_compare] round {rnd} {tool}: load {quiet['loadavg_1m']} busy {quiet['busy_pct_3s']} % "
           f"(waited {quiet['waited_s']} s{'' if quiet['quiet'] else ', never quiet'})", file=sys.stderr, flush=True)
-    with start_target(["--profile", "fixed", "--ttft-s", "0", "--itl-s", "0"], max_lifetime_s=args.run_timeout_s + 120) as t:
+    with _server(args) as t:
         cmd, cwd = ad.command(t.url, wl, tools, run_dir)
         rec["command"] = cmd
         env = ad.environment({**os.environ, **tools.extra_env})
