@@ -31,8 +31,11 @@ Method (docs/loadgen-speed.md, "Comparison with guidellm, AIPerf, inference-perf
 * `--rounds N` runs the tools round-robin (ours, guidellm, aiperf), N times; the JSON holds every run, best
   and median per tool, and ours / best other (best vs best, median vs median, and per round).
 
-Run: .venv/bin/python -m harness.bench.tool_compare --guidellm /tmp/venv-guidellm/bin/guidellm \
-         --aiperf /tmp/venv-aiperf/bin/aiperf --rounds 4 --out /tmp/tool_compare.json
+* `--server token` replaces the target by the one-token-per-write server (harness.bench.token_server: one `send` per
+  token at `--server-itl-s`, default 1 ms; `--server-cpu` pins it), the way real servers write; same window and checks.
+
+Run: .venv/bin/python -m harness.bench.tool_compare --guidellm /work/peers/guidellm/bin/guidellm \
+         --aiperf /work/peers/aiperf/bin/aiperf --rounds 4 --out /tmp/tool_compare.json [--server token]
 (the tools in their own virtualenvs: `pip install torch==2.13.0 guidellm==0.8.1`, `pip install aiperf==0.13.0`;
 without --tokenizer a word-level one is written with write_word_tokenizer).
 Tools whose executable is not given are skipped; ours always runs unless `--tools` leaves it out.

@@ -36,7 +36,7 @@ def _executable(flag: str, value: str | None) -> str | None:
     p = Path(value)
     if not p.is_file() or not os.access(p, os.X_OK):
         raise HarnessError(f"{flag} {value!r} is not an executable file; give the tool's entry point in its virtualenv, "
-                           f"e.g. {flag} /tmp/venv-{flag.lstrip('-')}/bin/{flag.lstrip('-')}.")
+                           f"e.g. {flag} /work/peers/{flag.lstrip('-')}/bin/{flag.lstrip('-')}.")
     return str(p.resolve())
 
 
@@ -95,8 +95,8 @@ def validate(args: argparse.Namespace) -> tuple[list[str], Workload, Tools]:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m harness.bench.tool_compare", description=package_doc,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--guidellm", help="path of the guidellm executable (e.g. /tmp/venv-guidellm/bin/guidellm); not given: skipped")
-    p.add_argument("--aiperf", help="path of the aiperf executable (e.g. /tmp/venv-aiperf/bin/aiperf); not given: skipped")
+    p.add_argument("--guidellm", help="path of the guidellm executable (e.g. /work/peers/guidellm/bin/guidellm); not given: skipped")
+    p.add_argument("--aiperf", help="path of the aiperf executable (e.g. /work/peers/aiperf/bin/aiperf); not given: skipped")
     p.add_argument("--tokenizer", help="local directory with tokenizer.json for guidellm / AIPerf (nothing is downloaded); "
                                        "default: a word-level one written to the work directory")
     p.add_argument("--tools", default=None, help="comma-separated subset of ours,guidellm,aiperf (default: ours and every tool given)")
