@@ -2,7 +2,8 @@
 
 The request is written here, on a socket of the FastHttpUser's connection pool, in one `sendall` (its head is
 built once per client, URI and header set); `sent` is stamped before the connection is checked out, `written`
-right after the request's last byte was handed to the kernel. The response head is read until its blank line,
+right after the request's last byte was handed to the kernel. The checkout tests an idle connection with one
+non-blocking peek instead of the pool's cooperative select, which yields to the hub before every request. The response head is read until its blank line,
 then the head and every body read are fed to geventhttpclient's C parser (status, headers, chunked framing,
 framing errors). Each body read is stamped with perf_counter_ns right after the read returns, before anything
 else is done with it (geventhttpclient's `read(n)` would wait for n bytes and blur the arrival times); the events
@@ -27,7 +28,9 @@ from time import perf_counter_ns
 from typing import Any
 
 import gevent
+import gevent.queue
 import gevent.socket
+from geventhttpclient.connectionpool import ConnectionPool
 from geventhttpclient.response import HTTPResponse
 
 from workloads.sse import SSEParser
@@ -37,6 +40,7 @@ ERROR_CLASSES = ("ok", "http_error", "connect", "timeout", "reset", "protocol_er
                  "incomplete", "server_error", "client_error", "cancelled", "not_sent", "lost")
 READ_BLOCK_BYTES = 65536
 HEAD_MAX_BYTES = 65536  # a response head longer than this is a protocol error
+_PLAIN_GET_SOCKET = ConnectionPool.get_socket
 RAW_DETAIL_MAX_CHARS = 4096  # kept long here: the record masks the API key in it first, then cuts (workloads.records)
 
 
@@ -87,6 +91,51 @@ def request_head(http: Any, uri: str, headers: dict[str, str]) -> bytes:
     return head
 
 
+_POOL_PARTS = ("_semaphore", "_socket_queue", "_closed", "_create_socket")
+
+
+def _alive(sock: Any) -> bool:
+    """An idle pooled connection is usable when reading it would block: a peek that finds a FIN (b"") or stray bytes
+    means the server closed it or left something behind. One non-blocking syscall, no trip through the hub."""
+    raw = getattr(sock, "_sock", None)
+    if raw is None or sock.fileno() < 0:
+        return False
+    try:
+        raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def checkout(pool: Any) -> Any:
+    """A socket of geventhttpclient's ConnectionPool, as `pool.get_socket()` gives it but without its cooperative
+    `select()`, which yields to the hub (gevent.sleep(0)) so that every ready greenlet runs before this request is
+    written; falls back to `get_socket()` on a pool that lacks the parts used here."""
+    if not all(hasattr(pool, a) for a in _POOL_PARTS) or not isinstance(pool._socket_queue, gevent.queue.Queue) \
+            or type(pool).get_socket is not _PLAIN_GET_SOCKET:
+        return pool.get_socket()
+    pool._semaphore.acquire()
+    if pool._closed:
+        pool._semaphore.release()
+        raise RuntimeError("connection pool closed")
+    q = pool._socket_queue
+    while q.qsize():
+        sock = q.get(block=False)
+        if _alive(sock):
+            return sock
+        try:
+            sock.close()
+        except OSError:
+            pass
+    try:
+        return pool._create_socket()
+    except BaseException:
+        pool._semaphore.release()
+        raise
+
+
 def _reader(sock: Any) -> Any:
     """recv(n) for `sock`: on a plain gevent socket, wait on its read watcher first, then one non-blocking read (no
     EAGAIN round trip, no per-read timer: the request's gevent.Timeout bounds it); anything else (TLS): sock.recv."""
@@ -129,7 +178,7 @@ def stream_request(http: Any, uri: str, payload: bytes, headers: dict[str, str],
     timer.start()
     try:
         request = request_head(http, uri, headers) + b"%d\r\n\r\n" % len(payload) + payload
-        sock = pool.get_socket()
+        sock = checkout(pool)
         sock.sendall(request)
         written = perf_counter_ns()
         recv = _reader(sock)

@@ -39,6 +39,7 @@ class RawServer:
         self.respond = respond
         self.requests: list[bytes] = []
         self.connections = 0
+        self.closed = 0  # connections this server has closed (loopback: the FIN is at the client once this counts it)
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.stop = False
@@ -77,6 +78,7 @@ class RawServer:
             return
         finally:
             conn.close()
+            self.closed += 1
 
     def close(self) -> None:
         self.stop = True
@@ -155,6 +157,32 @@ def test_content_length_and_close_delimited_bodies(serve):
     for r in _run(srv2.url, 2):
         _ok(r)
     assert srv2.connections == 2  # not reused after a close-delimited body
+
+
+def test_a_pooled_connection_the_server_closed_is_replaced(serve):
+    # keep-alive by its headers, but the server closes each connection after answering: the next checkout must see
+    # the FIN and connect anew instead of writing into a dead socket
+    srv = serve(lambda req, c: (c.sendall(CHUNKED_HEAD + chunked(EVENTS)), time.sleep(0.05), "close")[2])
+    http = HTTPClient.from_url(URL(srv.url + "/"), concurrency=1)
+    body = json.dumps({"stream": True}).encode()
+    for i in range(3):
+        r = stream_request(http, "/v1/chat/completions", body, {}, chat=True, timeout_s=10.0)
+        _ok(r)
+        deadline = time.monotonic() + 30
+        while srv.closed <= i and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert srv.connections == 3
+
+
+def test_checkout_does_not_go_through_the_pools_select(serve, monkeypatch):
+    from geventhttpclient.connectionpool import ConnectionPool
+
+    srv = serve(lambda req, c: c.sendall(CHUNKED_HEAD + chunked(EVENTS)))
+    http = HTTPClient.from_url(URL(srv.url + "/"), concurrency=1)
+    monkeypatch.setattr(ConnectionPool, "_is_socket_alive", lambda self, sock: pytest.fail("the pool's select was used"))
+    for _ in range(2):  # the second request takes the pooled socket
+        _ok(stream_request(http, "/v1/chat/completions", b"{}", {}, chat=True, timeout_s=10.0))
+    assert srv.connections == 1
 
 
 def test_connection_close_is_not_reused(serve):
