@@ -26,7 +26,7 @@ from locust.exception import StopUser
 
 from workloads.loadstate import wait_state
 from workloads.records import build_record
-from workloads.stream_client import stream_request
+from workloads.stream_client import preconnect, stream_request
 
 STATE_WAIT_S = 120.0  # a worker gets its share from the master after it connected
 
@@ -59,11 +59,8 @@ class OpenAIStreamUser(FastHttpUser):
                 intended = perf_counter_ns() if st.closed_loop else st.t0_ns + int(item["intended_s"] * 1e9)
             else:
                 intended = prev_end_ns + int(item["pause_before_s"] * 1e9)
-            delay = (intended - perf_counter_ns()) / 1e9
-            if delay > 0:
-                gevent.sleep(delay)
-            if st.stopped:
-                break
+            # everything that does not depend on the send instant is done before it: the body, and a connection
+            # when this user's pool has no idle one (stream_client.preconnect)
             chat = item["api"] == "chat"
             body = {"model": st.model, "max_tokens": int(item["max_tokens"]), "stream": True,
                     "stream_options": {"include_usage": True}, "temperature": 0.0, **st.extra_body}
@@ -71,8 +68,17 @@ class OpenAIStreamUser(FastHttpUser):
                 body["messages"] = [{"role": "user", "content": item["prompt"]}]
             else:
                 body["prompt"] = item["prompt"]
+            payload = json.dumps(body).encode()
+            delay = (intended - perf_counter_ns()) / 1e9
+            if delay > 0:
+                preconnect(http, delay)
+                delay = (intended - perf_counter_ns()) / 1e9
+                if delay > 0:
+                    gevent.sleep(delay)
+            if st.stopped:
+                break
             st.begin(item, intended)
-            raw = stream_request(http, st.chat_uri if chat else st.completions_uri, json.dumps(body).encode(), st.headers,
+            raw = stream_request(http, st.chat_uri if chat else st.completions_uri, payload, st.headers,
                                  chat=chat, timeout_s=st.request_timeout_s)
             rec = build_record(item, raw, t0_ns=st.t0_ns, intended_abs_ns=intended, worker_index=st.worker_index, secret=st.secret)
             st.add_record(rec)

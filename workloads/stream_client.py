@@ -136,6 +136,34 @@ def checkout(pool: Any) -> Any:
         raise
 
 
+PRECONNECT_MIN_LEAD_S = 0.005  # open a connection ahead only when the send is at least this far off
+
+
+def preconnect(http: Any, lead_s: float) -> bool:
+    """Open one idle connection in `http`'s pool ahead of a send that is `lead_s` away, when the pool has none.
+
+    A load generator with one pool per user would otherwise open a TCP connection inside the TTFT of nearly every
+    request at light load (every user's first request); a client with one shared keep-alive pool would not. On the
+    project VM that connect cost ~0.3 ms at the median (sent -> written: 0.75 ms fresh vs 0.41 ms reused). The
+    connection is checked at send time like any pooled one (`checkout`: a server that closed it meanwhile is seen and
+    a new one opened then). A failure here is ignored: the request itself then connects and records the error.
+    Returns whether a connection was opened."""
+    if lead_s < PRECONNECT_MIN_LEAD_S or getattr(http, "use_proxy", False):
+        return False
+    pool = getattr(http, "_connection_pool", None)
+    if pool is None or not all(hasattr(pool, a) for a in _POOL_PARTS) or pool._closed:
+        return False
+    q = pool._socket_queue
+    if not isinstance(q, gevent.queue.Queue) or q.qsize():
+        return False
+    try:
+        sock = pool._create_socket()
+    except Exception:  # noqa: BLE001 - the send will connect again and record what failed
+        return False
+    q.put(sock)  # idle sockets live in the queue; the semaphore counts the checked-out ones
+    return True
+
+
 def _reader(sock: Any) -> Any:
     """recv(n) for `sock`: on a plain gevent socket, wait on its read watcher first, then one non-blocking read (no
     EAGAIN round trip, no per-read timer: the request's gevent.Timeout bounds it); anything else (TLS): sock.recv."""

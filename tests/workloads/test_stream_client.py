@@ -229,3 +229,41 @@ def test_header_injection_is_refused():
         request_head(http, "/v1/completions", {"X-Bad": "a\r\nInjected: 1"})
     (r,) = [stream_request(http, "/v1/completions", b"{}", {"X-Bad": "a\r\nb"}, chat=False, timeout_s=1.0)]
     assert r["error_class"] == "client_error"
+
+
+def test_preconnect_opens_one_idle_connection_that_the_request_then_uses(serve):
+    from workloads.stream_client import PRECONNECT_MIN_LEAD_S, preconnect
+
+    srv = serve(lambda req, c: c.sendall(CHUNKED_HEAD + chunked(EVENTS)))
+    http = HTTPClient.from_url(URL(srv.url + "/"), concurrency=2)
+    assert not preconnect(http, PRECONNECT_MIN_LEAD_S / 2)  # too close to the send: nothing opened
+    assert preconnect(http, 1.0)
+    assert not preconnect(http, 1.0)  # the pool has an idle connection now
+    deadline = time.monotonic() + 10
+    while srv.connections < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert srv.connections == 1 and srv.requests == []  # connected ahead, nothing sent yet
+    _ok(stream_request(http, "/v1/chat/completions", b"{}", {}, chat=True, timeout_s=10.0))
+    assert srv.connections == 1  # the request went out on the connection opened ahead
+
+
+def test_a_preconnected_connection_the_server_closed_is_replaced_at_send(serve):
+    from workloads.stream_client import preconnect
+
+    srv = serve(lambda req, c: c.sendall(CHUNKED_HEAD + chunked(EVENTS)))
+    http = HTTPClient.from_url(URL(srv.url + "/"), concurrency=1)
+    assert preconnect(http, 1.0)
+    sock = http._connection_pool._socket_queue.peek()
+    sock.close()  # as if the server had dropped it while the user slept
+    _ok(stream_request(http, "/v1/chat/completions", b"{}", {}, chat=True, timeout_s=10.0))
+
+
+def test_preconnect_to_a_closed_port_is_silent_and_the_request_records_connect():
+    from workloads.stream_client import preconnect
+
+    s = socket.create_server(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    http = HTTPClient.from_url(URL(f"http://127.0.0.1:{port}/"), concurrency=1, connection_timeout=2)
+    assert not preconnect(http, 1.0)
+    assert stream_request(http, "/v1/chat/completions", b"{}", {}, chat=True, timeout_s=5.0)["error_class"] == "connect"
