@@ -109,12 +109,18 @@ def _alive(sock: Any) -> bool:
     return False
 
 
+def _plain_pool(pool: Any) -> bool:
+    """Whether `pool` is geventhttpclient's own ConnectionPool with the parts `checkout` and `preconnect` use (a
+    subclass with its own get_socket, e.g. TLS wrapping, is left to its own methods)."""
+    return (pool is not None and all(hasattr(pool, a) for a in _POOL_PARTS)
+            and isinstance(pool._socket_queue, gevent.queue.Queue) and type(pool).get_socket is _PLAIN_GET_SOCKET)
+
+
 def checkout(pool: Any) -> Any:
     """A socket of geventhttpclient's ConnectionPool, as `pool.get_socket()` gives it but without its cooperative
     `select()`, which yields to the hub (gevent.sleep(0)) so that every ready greenlet runs before this request is
     written; falls back to `get_socket()` on a pool that lacks the parts used here."""
-    if not all(hasattr(pool, a) for a in _POOL_PARTS) or not isinstance(pool._socket_queue, gevent.queue.Queue) \
-            or type(pool).get_socket is not _PLAIN_GET_SOCKET:
+    if not _plain_pool(pool):
         return pool.get_socket()
     pool._semaphore.acquire()
     if pool._closed:
@@ -151,11 +157,9 @@ def preconnect(http: Any, lead_s: float) -> bool:
     if lead_s < PRECONNECT_MIN_LEAD_S or getattr(http, "use_proxy", False):
         return False
     pool = getattr(http, "_connection_pool", None)
-    if pool is None or not all(hasattr(pool, a) for a in _POOL_PARTS) or pool._closed:
+    if not _plain_pool(pool) or pool._closed or pool._socket_queue.qsize():
         return False
     q = pool._socket_queue
-    if not isinstance(q, gevent.queue.Queue) or q.qsize():
-        return False
     try:
         sock = pool._create_socket()
     except Exception:  # noqa: BLE001 - the send will connect again and record what failed

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -327,8 +328,6 @@ class IterationOverhead:
 def iteration_overhead_s(checks: Sequence[Any], step_times: Any, decode_prompt_tokens: int,
                          output_tokens: int) -> IterationOverhead | None:
     """None when no isolated decode request measured a step (fewer than two chunks, or failed)."""
-    import statistics  # noqa: PLC0415
-
     by_b: dict[int, list[float]] = {}
     for c in checks:
         if not c.phase.startswith("decode@") or c.error or c.client_decode_s is None or c.client_chunks < 2:
@@ -347,8 +346,6 @@ def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, 
     requests the server-loop iteration overhead (`iteration_overhead_s`: sampling, streaming each token, and whatever
     the step-time source misses at these batches). The served points are then re-predicted with both; they stay held
     out (no served measurement enters any fit)."""
-    import statistics  # noqa: PLC0415
-
     from harness.target.twin import predict_point, requests_from_rows, twin_dict  # noqa: PLC0415
 
     d = [c.ttft_minus_engine_prompt_s for c in state["checks"] if c.phase == "prefill" and c.ttft_minus_engine_prompt_s is not None]
