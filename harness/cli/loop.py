@@ -66,6 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mixes", default="512/64,128/256", help="served-load prompt/output token mixes (default: %(default)s)")
     parser.add_argument("--rates", default="0.2,0.5,0.8,1.2", help="arrival rates as fractions of the predicted capacity (default: %(default)s)")
     parser.add_argument("--point-duration-s", type=float, default=None, help="seconds of load per served point (default 60; 10 with --quick)")
+    parser.add_argument("--capacity-requests", type=int, default=None,
+                        help="cpu: requests of the capacity burst per mix, sent at once; the capacity is the completion rate between "
+                             "the 20th and 80th percentile completion, predicted for the same requests (default 6 x slots; "
+                             "0 = no burst, the default with --quick: capacity is then read from the overloaded point)")
     parser.add_argument("--seed", type=int, default=0, help="workload seed (arrivals and prompts; the twin replays the same)")
     parser.add_argument("--no-stages", action="store_true", help="skip the isolated prefill/decode measurements")
     parser.add_argument("--no-served", action="store_true", help="skip the served-load points")
@@ -107,6 +111,7 @@ def _cpu(args: argparse.Namespace):
         output_tokens=args.output_tokens, batches=_batches(args.batches), reps=1 if args.quick and args.reps == 3 else args.reps,
         quick=args.quick, stages=not args.no_stages, served=not args.no_served, mixes=_mixes(args.mixes),
         rate_fractions=_fractions(args.rates), point_duration_s=args.point_duration_s, seed=args.seed,
+        capacity_requests=args.capacity_requests,
         results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
     )
     return run_loop(opts)
@@ -115,6 +120,8 @@ def _cpu(args: argparse.Namespace):
 def _gpu(args: argparse.Namespace):
     from harness.loop.gpu import GpuLoopOptions, run_gpu_loop  # noqa: PLC0415
 
+    if args.capacity_requests is not None:
+        raise HarnessError("--capacity-requests is for `harness loop cpu`; the GPU loop reads capacity from its overloaded point.")
     if not args.config or not args.gpu:
         raise HarnessError("`harness loop gpu` needs --config (a vLLM or SGLang engine config) and --gpu (its GPU spec, e.g. h100-sxm).")
     opts = GpuLoopOptions(

@@ -143,6 +143,26 @@ def compare_capacity(mix: str, point: int, rate: float, fraction: float, predict
                             meas.engine_cpu_share, tgt, met, note)
 
 
+def compare_capacity_burst(mix: str, point: int, n_requests: int, predicted_rps: float, meas: Any, *,
+                           held_out: bool = True) -> ServedComparison:
+    """Predicted capacity against the capacity measurement: `n_requests` requests sent at once (offered rate
+    unbounded, so rate and fraction are inf), completions/s between the 20th and 80th percentile completion; the twin
+    predicted the same statistic for the same requests. Judged when every request completed and the engine was not
+    contended; a burst with failures is reported, not judged."""
+    m = meas.saturated_rps
+    e = _err(predicted_rps, m)
+    tgt = TARGETS_PCT["capacity_rps"]
+    note = (f"measured: completions/s between the 20th and 80th percentile completion of {n_requests} requests sent at once "
+            "(the twin predicts the same statistic for the same requests)")
+    met = None
+    if meas.requests_ok < n_requests:
+        note += f"; only {meas.requests_ok} of {n_requests} completed ({meas.errors_by_class}), not judged"
+    elif e is not None and not meas.contended and held_out:
+        met = bool(abs(e) <= tgt)
+    return ServedComparison(mix, point, math.inf, math.inf, "capacity_rps", predicted_rps, m, e, held_out, meas.contended,
+                            meas.engine_cpu_share, tgt, met, note)
+
+
 @dataclass(frozen=True)
 class Verdict:
     judged: int
@@ -163,6 +183,10 @@ def served_verdict(rows: list[ServedComparison]) -> Verdict:
     judged = [r for r in rows if r.met is not None]
     pts = {(r.mix, r.point) for r in rows}
     cont = {(r.mix, r.point) for r in rows if r.contended}
-    fails = tuple(f"{r.mix} @ {r.rate_per_s:.3g} req/s: {r.metric} {r.error_pct:+.1f}% (target ±{r.target_pct:g}%)"
+    fails = tuple(f"{r.mix} @ {_rate_text(r.rate_per_s)}: {r.metric} {r.error_pct:+.1f}% (target ±{r.target_pct:g}%)"
                   for r in judged if not r.met)
     return Verdict(len(judged), sum(1 for r in judged if r.met), len(cont), len(pts), fails)
+
+
+def _rate_text(rate_per_s: float) -> str:
+    return f"{rate_per_s:.3g} req/s" if math.isfinite(rate_per_s) else "a burst (all requests at once)"

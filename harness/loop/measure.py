@@ -12,10 +12,11 @@ import statistics
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from harness.engines import http
 from harness.errors import HarnessError
+from harness.target.saturation import saturated_rates, saturation_window
 from harness.telemetry.proc import process_cpu_s
 
 @dataclass(frozen=True)
@@ -287,14 +288,26 @@ def busy_union_s(intervals: list[tuple[float, float]]) -> float:
     return tot
 
 
-def saturated_rate(finished_s: list[float]) -> float | None:
-    """Completions per second between the 20th and 80th percentile completion instant (None below 10 completions)."""
-    fin = sorted(finished_s)
-    if len(fin) < 10:
+def saturated_rate(finished_s: list[float], chunk_s: Sequence[Sequence[float]] | None = None,
+                   output_tokens: Sequence[float] | None = None) -> float | None:
+    """Requests/s at saturation by harness.target.saturation (the twin's estimator): the output tokens emitted between
+    the 20th and 80th percentile completion instant, over that time and the mean output length. `chunk_s` holds each
+    request's content-chunk instants and `output_tokens` its token count (a chunk carries count / chunks tokens).
+    Without chunks: completions in the window over its length (None below 10 completions)."""
+    w = saturation_window(finished_s)
+    if w is None:
         return None
-    i20, i80 = int(0.2 * len(fin)), int(0.8 * len(fin))
-    span = fin[i80] - fin[i20]
-    return (i80 - i20) / span if span > 0 else None
+    if chunk_s is None or output_tokens is None:
+        fin = sorted(finished_s)
+        i20, i80 = int(0.2 * len(fin)), int(0.8 * len(fin))
+        return (i80 - i20) / (w[1] - w[0])
+    per_chunk = [(float(n) / len(c) if n == n and n > 0 else 1.0) if len(c) else 0.0 for c, n in zip(chunk_s, output_tokens)]
+
+    def tokens_in(a: float, b: float) -> float:
+        return sum(k * sum(1 for t in c if a <= t < b) for c, k in zip(chunk_s, per_chunk))
+
+    r = saturated_rates(w, tokens_in, sum(output_tokens) / len(output_tokens) if output_tokens else 0.0)
+    return r[0] if r else None
 
 
 def _run_load(cfg: Any, workdir: Any, timeout_s: float) -> Any:
@@ -339,7 +352,9 @@ def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float,
         requests_ok=int(s["requests_ok"]), errors_by_class=dict(s["errors_by_class"]),
         request_throughput_per_s=float(s["request_throughput_per_s"]), output_tokens_per_s=float(s["output_tokens_per_s"]),
         ttft_p50_s=pct("ttft_s", "p50"), ttft_p90_s=pct("ttft_s", "p90"), tpot_p50_s=pct("tpot_s", "p50"), e2e_p50_s=pct("e2e_s", "p50"),
-        saturated_rps=saturated_rate([float(x) / 1e9 for x in ok["last_byte_ns"]]) if len(ok) else None,
+        saturated_rps=saturated_rate([float(x) / 1e9 for x in ok["last_byte_ns"]], [[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]],
+                                     [float(u) if u == u and u > 0 else float(k) for u, k in zip(ok["output_tokens_usage"], ok["output_tokens_chunks"])])
+        if len(ok) else None,
         engine_busy_s=busy, engine_cpu_share=share,
         engine_prompt_tokens_median=med("engine_prompt_n"), engine_output_tokens_median=med("engine_predicted_n"),
     )

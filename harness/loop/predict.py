@@ -8,10 +8,12 @@ Served load: the twin (harness.target.twin) simulates the seeded workload at eac
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from harness.errors import HarnessError
 from harness.loop.calibrate import CpuConstants, host_gpu_spec
 from harness.specs.gguf_model import GgufModel
 
@@ -56,11 +58,14 @@ def predict(gm: GgufModel, c: CpuConstants, *, prompt_tokens: int, decode_prompt
 
 
 def served_predictions(twin: Any, mixes: tuple[tuple[int, int], ...], rate_fractions: tuple[float, ...], duration_s: float,
-                       seed: int) -> tuple[dict[str, dict[str, float]], list[Any], list[tuple[int, tuple[int, int], float, float, Any]]]:
+                       seed: int, capacity_requests: int = 0
+                       ) -> tuple[dict[str, dict[str, float]], list[Any], list[tuple[int, tuple[int, int], float, float, Any]]]:
     """The twin's capacity per mix and its prediction at every (mix, rate) point of the seeded workloads.
 
     Returns (capacity by mix, ServedPoint list, work list of (point, mix, fraction, rate, artifact)) — the artifacts
-    are what the measurement then sends, so the prediction and the measurement see the same arrivals and lengths."""
+    are what the measurement then sends, so the prediction and the measurement see the same arrivals and lengths.
+    With `capacity_requests` N > 0 the capacity is the twin's figure for the burst the loop then measures
+    (`capacity_workload`: N requests sent at once); otherwise a long simulated backlog (max(40, 12 × slots))."""
     from harness.loop.report import ServedPoint  # noqa: PLC0415
     from harness.target.twin import capacity, predict_point, requests_from_rows  # noqa: PLC0415
 
@@ -69,8 +74,12 @@ def served_predictions(twin: Any, mixes: tuple[tuple[int, int], ...], rate_fract
     work: list[tuple[int, tuple[int, int], float, float, Any]] = []
     for mix in mixes:
         name = f"{mix[0]}/{mix[1]}"
-        cap_rps, cap_tok = capacity(twin.make_scheduler, mix[0], mix[1], slots=twin.slots)
-        caps[name] = {"requests_per_s": cap_rps, "output_tokens_per_s": cap_tok}
+        if capacity_requests:
+            caps[name] = burst_capacity(twin, capacity_workload(mix, capacity_requests, seed))
+        else:
+            cap_rps, cap_tok = capacity(twin.make_scheduler, mix[0], mix[1], slots=twin.slots)
+            caps[name] = {"requests_per_s": cap_rps, "output_tokens_per_s": cap_tok}
+        cap_rps = caps[name]["requests_per_s"]
         for f in rate_fractions:
             pt = len(work)
             art = seeded_workload(mix, f * cap_rps, duration_s, seed, pt)
@@ -79,6 +88,32 @@ def served_predictions(twin: Any, mixes: tuple[tuple[int, int], ...], rate_fract
             points.append(ServedPoint(name, pt, mix[0], mix[1], f * cap_rps, f, art.count, fig.to_dict(), None, time.perf_counter() - t0))
             work.append((pt, mix, f, f * cap_rps, art))
     return caps, points, work
+
+
+def capacity_workload(mix: tuple[int, int], n_requests: int, seed: int) -> Any:
+    """The capacity measurement: `n_requests` requests of one mix, all intended at t = 0 (a backlog that keeps every
+    slot busy), prompts seeded apart from the rate points'. The measured figure is the completion rate between the
+    20th and the 80th percentile completion; the twin predicts that same statistic for these same requests."""
+    from workloads.mixes import single_turn  # noqa: PLC0415
+    from workloads.schedule import make_schedule  # noqa: PLC0415
+
+    if isinstance(n_requests, bool) or not isinstance(n_requests, int) or n_requests < 10:
+        raise HarnessError(f"--capacity-requests must be an integer >= 10 (the 20th-80th percentile rate needs 10 completions), "
+                           f"got {n_requests!r}; give 0 to skip the capacity measurement.")
+    sched = make_schedule("trace", timestamps_s=[0.0] * n_requests)
+    return single_turn(f"loop-capacity-{mix[0]}-{mix[1]}", sched, input_tokens=mix[0], output_tokens=mix[1], api="completions",
+                       seed=seed * 1000 + 999, meta={"capacity_requests": n_requests})
+
+
+def burst_capacity(twin: Any, art: Any) -> dict[str, float]:
+    """The twin's capacity for a `capacity_workload` artifact, by the estimator the measurement uses
+    (harness.target.saturation: output tokens between the 20th and 80th percentile completion), in simulated time."""
+    from harness.target.des import backlog_rates  # noqa: PLC0415
+    from harness.target.twin import requests_from_rows  # noqa: PLC0415
+
+    reqs = requests_from_rows(art.rows)
+    rps, tok_s = backlog_rates(twin.make_scheduler, reqs)
+    return {"requests_per_s": rps, "output_tokens_per_s": tok_s, "burst_requests": float(len(reqs))}
 
 
 def seeded_workload(mix: tuple[int, int], rate: float, duration_s: float, seed: int, point: int) -> Any:

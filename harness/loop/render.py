@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from harness.loop.compare import _is_time
@@ -122,7 +123,9 @@ def _served(r: LoopReport) -> list[str]:
                      f"unified KV {'on' if st.get('kv_unified') else 'off'}, SWA checkpoints {'on' if st.get('swa_checkpoints') else 'off'}; "
                      f"step times: {r.twin.get('source')}.")
     if r.capacity:
-        lines += ["", "Predicted capacity (throughput at saturation, simulated): " + "; ".join(
+        how = ("completions/s between the 20th and 80th percentile completion of the capacity burst the loop sends"
+               if any("burst_requests" in c for c in r.capacity.values()) else "a long simulated backlog")
+        lines += ["", f"Predicted capacity (throughput at saturation, simulated; {how}): " + "; ".join(
             f"{mix}: {c['requests_per_s']:.3f} req/s = {c['output_tokens_per_s']:.1f} output tokens/s" for mix, c in r.capacity.items()), ""]
     lines += ["| mix | rate | × capacity | n | held-out | metric | predicted | measured | error | target | engine CPU share |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -131,7 +134,11 @@ def _served(r: LoopReport) -> list[str]:
         err = "—" if c.error_pct is None else f"{c.error_pct:+.1f}%"
         tgt = "—" if c.target_pct is None else (f"±{c.target_pct:g}% " + ("✓" if c.met else "✗" if c.met is False else "(not judged)"))
         share = "—" if c.engine_cpu_share is None else f"{c.engine_cpu_share:.0%}" + (" (contended)" if c.contended else "")
-        lines.append(f"| {c.mix} | {c.rate_per_s:.3f}/s | {c.rate_fraction_of_capacity:.2f} | {n_by.get((c.mix, c.point), '—')} | "
+        burst = not math.isfinite(c.rate_per_s)
+        n = int((r.capacity.get(c.mix) or {}).get("burst_requests", 0)) if burst else n_by.get((c.mix, c.point), "—")
+        rate = "all at once" if burst else f"{c.rate_per_s:.3f}/s"
+        frac = "∞" if burst else f"{c.rate_fraction_of_capacity:.2f}"
+        lines.append(f"| {c.mix} | {rate} | {frac} | {n or '—'} | "
                      f"{'yes' if c.held_out else 'no (fit)'} | {c.metric} | {_v(c.metric, c.predicted)} | {_v(c.metric, c.measured)} | "
                      f"{err} | {tgt} | {share} |")
     notes = [c for c in r.served_comparisons if c.note]

@@ -23,7 +23,8 @@ from typing import Any, Callable, Sequence
 
 from harness.errors import HarnessError
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
-from harness.loop.compare import ServedComparison, compare, compare_capacity, compare_served, served_verdict
+from harness.loop.compare import (ServedComparison, compare, compare_capacity, compare_capacity_burst, compare_served,
+                                  served_verdict)
 from harness.loop.measure import ServedMeasurement, completion_body, fit_prompts, measure_decode, measure_prefill, measure_served, token_prompt
 from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
@@ -31,6 +32,7 @@ from harness.loop.report import LoopReport, ServedPoint
 DEFAULT_MIXES = ((512, 64), (128, 256))
 DEFAULT_RATE_FRACTIONS = (0.2, 0.5, 0.8, 1.2)  # of the predicted capacity; 1.2 measures the capacity itself
 FULL_POINT_S, QUICK_POINT_S = 60.0, 10.0
+CAPACITY_BURST_PER_SLOT = 6  # the capacity burst's requests per slot (the full loop's default)
 
 ProgressFn = Callable[[str], None]
 
@@ -58,6 +60,7 @@ class LoopOptions:
     mixes: tuple[tuple[int, int], ...] = DEFAULT_MIXES
     rate_fractions: tuple[float, ...] = DEFAULT_RATE_FRACTIONS
     point_duration_s: float | None = None  # default FULL_POINT_S (QUICK_POINT_S with quick)
+    capacity_requests: int | None = None  # the capacity burst: None = CAPACITY_BURST_PER_SLOT x slots (0 with quick); 0 = none
     seed: int = 0
     results_dir: str | None = "results"
     log_dir: str | None = None
@@ -77,6 +80,10 @@ class LoopOptions:
         d = self.point_duration_s
         if d is not None and not (isinstance(d, (int, float)) and math.isfinite(d) and 2 <= d <= 3600):
             raise HarnessError(f"--point-duration-s must be in [2, 3600] seconds, got {d!r}.")
+        c = self.capacity_requests
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or not (c == 0 or c >= 10)):
+            raise HarnessError(f"--capacity-requests must be 0 (no capacity measurement) or an integer >= 10 (the 20th-80th "
+                               f"percentile completion rate needs 10 completions), got {c!r}.")
         if self.calibration is not None and not Path(self.calibration).is_file():
             raise HarnessError(f"--calibration {self.calibration!r} does not exist; give a step-time calibration file "
                                "(`harness step-time fit` writes one) or leave it out to use the roofline constants.")
@@ -88,6 +95,13 @@ class LoopOptions:
     @property
     def duration_s(self) -> float:
         return float(self.point_duration_s or (QUICK_POINT_S if self.quick else FULL_POINT_S))
+
+    def capacity_burst(self, slots: int) -> int:
+        """Requests of the capacity burst. At 6 × slots, N − ⌊0.8 N⌋ ≥ slots requests are still unfinished at the 80th
+        percentile completion, so every slot is busy over the whole measured window (a true saturation)."""
+        if self.capacity_requests is not None:
+            return self.capacity_requests
+        return 0 if self.quick else max(10, CAPACITY_BURST_PER_SLOT * slots)
 
 
 def engine_config_for(config: str, model: str | None) -> Any:
@@ -210,8 +224,12 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
             writer.write_json("twin.json", twin_dict(twin))
         work: list[tuple[int, tuple[int, int], float, float, Any]] = []
         if opts.served:
-            state["capacity"], state["served"], work = served_predictions(twin, opts.mixes, opts.rate_fractions, opts.duration_s, opts.seed)
+            n_cap = opts.capacity_burst(sched.slots)
+            settings["capacity_requests"] = n_cap
+            state["capacity"], state["served"], work = served_predictions(twin, opts.mixes, opts.rate_fractions, opts.duration_s,
+                                                                          opts.seed, capacity_requests=n_cap)
             state["artifacts"] = {pt: art for pt, _, _, _, art in work}
+            state["capacity_work"] = capacity_work(opts.mixes, n_cap, opts.seed, first_point=len(work))
             for name, c in state["capacity"].items():
                 say(f"twin: {name} capacity {c['requests_per_s']:.3f} req/s ({c['output_tokens_per_s']:.1f} output tokens/s), simulated")
             if writer:
@@ -243,6 +261,8 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                     twin = _with_request_overhead(twin, state, opts, writer, say)
                 measure_points(url, served_name, work, state, twin, opts.duration_s, writer, pid, threads, say,
                                alive=lambda: _alive(eng, proc), fit_to_tokenizer=True)
+                measure_capacity(url, served_name, state, opts.duration_s, writer, pid, threads, say,
+                                 alive=lambda: _alive(eng, proc), fit_to_tokenizer=True)
             except BaseException:
                 # did the engine die by itself? (checked before the context manager stops it; a dying process
                 # resets its connections a moment before it can be reaped, so give it a second)
@@ -315,6 +335,62 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
             writer.append("loop_served", [m.to_dict() | {"point": pt}])
 
 
+def capacity_work(mixes: Sequence[tuple[int, int]], n_requests: int, seed: int, first_point: int) -> dict[str, tuple[int, Any]]:
+    """The capacity burst per mix (point ids after the rate points'): {mix name: (point, artifact)}; empty when n is 0."""
+    from harness.loop.predict import capacity_workload  # noqa: PLC0415
+
+    if not n_requests:
+        return {}
+    return {f"{m[0]}/{m[1]}": (first_point + i, capacity_workload(m, n_requests, seed)) for i, m in enumerate(mixes)}
+
+
+def predicted_capacity(twin: Any, mixes: Sequence[tuple[int, int]], bursts: dict[str, tuple[int, Any]]) -> dict[str, dict[str, float]]:
+    """The twin's capacity per mix: for the burst the loop measures when there is one, else a long simulated backlog."""
+    from harness.loop.predict import burst_capacity  # noqa: PLC0415
+    from harness.target.twin import capacity  # noqa: PLC0415
+
+    out: dict[str, dict[str, float]] = {}
+    for m in mixes:
+        name = f"{m[0]}/{m[1]}"
+        if name in bursts:
+            out[name] = burst_capacity(twin, bursts[name][1])
+        else:
+            rps, tok = capacity(twin.make_scheduler, m[0], m[1], slots=twin.slots)
+            out[name] = {"requests_per_s": rps, "output_tokens_per_s": tok}
+    return out
+
+
+def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration_s: float, writer: Any, pid: int | None,
+                     threads: int, say: ProgressFn, alive: Callable[[], None] = lambda: None, fit_to_tokenizer: bool = False) -> None:
+    """Send each mix's capacity burst (state["capacity_work"]) with the load generator; the measurement goes into
+    state["capacity_measurements"][mix] = (point, requests, ServedMeasurement) and a loop_served row (kind capacity-burst)."""
+    from workloads.artifact import WorkloadArtifact, save_artifact  # noqa: PLC0415
+
+    bursts = state.get("capacity_work") or {}
+    load_root = str(Path(writer.path) / "load") if writer else tempfile.mkdtemp(prefix="harness-loop-load-")
+    for name, (pt, art) in bursts.items():
+        alive()
+        cap = state["capacity"][name]["requests_per_s"]
+        say(f"capacity: {name}, {art.count} requests sent at once (predicted {cap:.3f} req/s: about {art.count / cap:.0f} s)")
+        wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
+        if fit_to_tokenizer:
+            rows, inexact = fit_prompts(url, art.rows)
+            art = WorkloadArtifact(art.name, rows, art.meta)
+            if inexact:
+                state["notes"].append(f"{name} capacity burst: {inexact} prompts could not be made exactly the mix's length")
+        path = save_artifact(art, wd)
+        wait_s = 3.0 * art.count / cap + 60.0  # the last request waits for all before it
+        m = measure_served(url, served_name, name, math.inf, str(path), 0.0, load_root, wd, pid, threads,
+                           request_timeout_s=max(120.0, 4 * duration_s, wait_s))
+        alive()
+        if m.requests_ok == 0 and set(m.errors_by_class) <= {"connect"}:
+            raise HarnessError(f"no request of the {name} capacity burst reached the engine ({m.errors_by_class}); "
+                               f"is it serving at {url}? Load run: {m.run_dir}")
+        state.setdefault("capacity_measurements", {})[name] = (pt, art.count, m)
+        if writer:
+            writer.append("loop_served", [m.to_dict() | {"point": pt}])
+
+
 @dataclass(frozen=True)
 class IterationOverhead:
     """What one server-loop iteration costs beyond the twin's step time, from the isolated decode (calibration subset
@@ -367,6 +443,10 @@ def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, 
         state["notes"].append(twin.notes[-1])
         say(f"iteration overhead from the isolated decode: {it.value_s * 1e3:.2f} ms ({per_b})")
     state["twin"] = twin
+    state["capacity"] = predicted_capacity(twin, opts.mixes, state.get("capacity_work", {}))
+    for name, c in state["capacity"].items():
+        say(f"twin: {name} capacity re-predicted with the overheads: {c['requests_per_s']:.3f} req/s, simulated "
+            "(the served rates stay as set)")
     for i, p in enumerate(state["served"]):
         art = state["artifacts"][p.point]
         fig = predict_point(twin.make_scheduler, requests_from_rows(art.rows), rate_per_s=p.rate_per_s, span_s=opts.duration_s)
@@ -405,6 +485,11 @@ def served_rows(state: dict[str, Any]) -> list[ServedComparison]:
             if m is None:
                 continue
             rows += compare_served(mix, p.point, p.rate_per_s, p.rate_fraction_of_capacity, ServedFigures(**p.predicted), m)
+        burst = state.get("capacity_measurements", {}).get(mix)
+        if burst is not None:
+            pt, n, m = burst
+            rows.append(compare_capacity_burst(mix, pt, n, state["capacity"][mix]["requests_per_s"], m))
+            continue
         top = max(pts, key=lambda p: p.rate_fraction_of_capacity)
         m = state["measurements"].get(top.point)
         if m is not None and top.rate_fraction_of_capacity >= 1.0:

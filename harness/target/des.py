@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from harness.errors import HarnessError
+from harness.target.saturation import saturated_rates, saturation_window
 from harness.target.timeline import SimRequest, Timeline
 
 
@@ -125,13 +126,22 @@ def summarise_run(run: SimRun, rate_per_s: float) -> ServedFigures:
     )
 
 
-def saturation_capacity(make_scheduler: Callable[[], Any], shape: Iterable[tuple[int, int]], *, n_requests: int) -> tuple[float, float]:
+def saturation_capacity(make_scheduler: Callable[[], Any], shape: Iterable[tuple[int, int]], *, n_requests: int,
+                        by: str = "completions") -> tuple[float, float]:
     """Throughput at saturation: `n_requests` (cycling through `shape`'s (input, output) pairs) all waiting at t = 0;
-    completions per second between the 20th and the 80th percentile of completion instants, and output tokens/s."""
+    (requests/s, output tokens/s) over the stretch between the 20th and the 80th percentile completion instant.
+
+    by "completions" (chapter mode's pinned figures): the completions in that stretch over its length. by "tokens"
+    (harness.target.saturation, what the loop measures): the output tokens emitted in it, which completion waves
+    (a burst into idle slots finishing a slot-full at a time) do not bias."""
     pairs = list(shape)
     if not pairs or n_requests < 5:
         raise HarnessError("the capacity search needs at least one (input, output) pair and 5 requests.")
     reqs = [ArrivingRequest(0.0, *pairs[i % len(pairs)]) for i in range(n_requests)]
+    if by == "tokens":
+        return backlog_rates(make_scheduler, reqs, min_completions=5)
+    if by != "completions":
+        raise HarnessError(f"saturation_capacity: by must be 'completions' or 'tokens', got {by!r}.")
     run = simulate(make_scheduler, reqs)
     fin = np.sort(run.finished_s[np.isfinite(run.finished_s)])
     if fin.size < 5:
@@ -141,3 +151,18 @@ def saturation_capacity(make_scheduler: Callable[[], Any], shape: Iterable[tuple
     rps = (i80 - i20) / span if span > 0 else math.inf
     mean_out = float(np.mean([o for _, o in pairs]))
     return rps, rps * mean_out
+
+
+def backlog_rates(make_scheduler: Callable[[], Any], requests: Sequence[ArrivingRequest], *, min_completions: int = 10) -> tuple[float, float]:
+    """(requests/s, output tokens/s) of a backlog by harness.target.saturation's estimator; the simulation runs twice
+    (it is deterministic): once for the completion instants that set the window, once counting the tokens inside it."""
+    run = simulate(make_scheduler, requests)
+    w = saturation_window(run.finished_s, min_completions=min_completions)
+    if w is None:
+        done = int(np.isfinite(run.finished_s).sum())
+        raise HarnessError(f"only {done} of {len(requests)} requests completed in the capacity simulation (at least "
+                           f"{min_completions} are needed); check the settings.")
+    counted = simulate(make_scheduler, requests, window=w).token_times_in_window
+    rates = saturated_rates(w, lambda a, b: counted, float(np.mean([r.output_tokens for r in requests])))
+    assert rates is not None
+    return rates

@@ -197,5 +197,6 @@ def predict_point(make_scheduler: Callable[[], Any], requests: Sequence[Arriving
 
 
 def capacity(make_scheduler: Callable[[], Any], input_tokens: int, output_tokens: int, *, slots: int) -> tuple[float, float]:
-    """(requests/s, output tokens/s) at saturation for one prompt/output shape."""
-    return saturation_capacity(make_scheduler, [(input_tokens, output_tokens)], n_requests=max(40, 12 * slots))
+    """(requests/s, output tokens/s) at saturation for one prompt/output shape: a long backlog, by the token estimator
+    the loop's capacity measurement uses (harness.target.saturation)."""
+    return saturation_capacity(make_scheduler, [(input_tokens, output_tokens)], n_requests=max(40, 12 * slots), by="tokens")

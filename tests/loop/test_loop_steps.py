@@ -13,8 +13,9 @@ import pytest
 
 pytest.importorskip("gguf", reason="the gguf package reads GGUF files; pip install -e .")
 
+from harness.errors import HarnessError  # noqa: E402
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, host_gpu_spec  # noqa: E402
-from harness.loop.compare import compare, compare_capacity, compare_served, served_verdict, verdict  # noqa: E402
+from harness.loop.compare import compare, compare_capacity, compare_capacity_burst, compare_served, served_verdict, verdict  # noqa: E402
 from harness.loop.measure import CpuShare, Measured, busy_union_s, saturated_rate  # noqa: E402
 from harness.loop.predict import Predicted, predict  # noqa: E402
 from harness.model.forward import decode_step_work, prefill_work  # noqa: E402
@@ -145,6 +146,62 @@ def test_capacity_is_judged_only_when_saturated():
     assert ok.met is True and ok.error_pct == pytest.approx(2.0)
     lb = compare_capacity("m", 3, 2.0, 1.2, 1.02, _Fig(request_throughput_per_s=1.99, saturated_rps=1.99))
     assert lb.met is None and "lower bound" in lb.note
+
+
+def test_capacity_burst_is_judged_when_every_request_completed():
+    import numpy as np
+
+    ok = compare_capacity_burst("m", 8, 24, 1.03, _Fig(requests_ok=24, errors_by_class={}, saturated_rps=1.0))
+    assert ok.met is True and ok.error_pct == pytest.approx(3.0) and math.isinf(ok.rate_per_s) and "24 requests sent at once" in ok.note
+    miss = compare_capacity_burst("m", 8, 24, 1.2, _Fig(requests_ok=24, errors_by_class={}, saturated_rps=np.float64(1.0)))
+    assert miss.met is False and type(miss.met) is bool
+    assert "a burst" in served_verdict([miss]).failures[0]
+    part = compare_capacity_burst("m", 8, 24, 1.0, _Fig(requests_ok=20, errors_by_class={"timeout": 4}, saturated_rps=1.0))
+    assert part.met is None and "only 20 of 24" in part.note
+    cont = compare_capacity_burst("m", 8, 24, 1.0, _Fig(requests_ok=24, errors_by_class={}, contended=True, engine_cpu_share=0.5))
+    assert cont.met is None and cont.contended
+
+
+def test_the_capacity_estimator_is_not_fooled_by_completion_waves():
+    """A burst into idle slots finishes its requests a slot-full at a time. Counting completions between the 20th and
+    80th percentile completion then counts the opening wave's other members (+21 % here); counting the tokens emitted in
+    that window (harness.target.saturation, used by the twin and the measurement alike) does not."""
+    import numpy as np
+
+    from harness.loop.predict import burst_capacity, capacity_workload
+    from harness.target.des import simulate
+    from harness.target.llama_server import LlamaServerSettings
+    from harness.target.twin import TwinSpec, requests_from_rows
+
+    class Steps:
+        def prefill_time_s(self, p, cached=0):
+            return 1e-3 * p
+
+        def decode_step_time_s(self, b, ctx):
+            return 0.01 + 0.002 * b
+
+    twin = TwinSpec("llama.cpp", LlamaServerSettings(slots=4, ctx_size=8192), Steps(), "m", "test steps")
+    art = capacity_workload((64, 32), 24, seed=0)
+    assert art.count == 24 and all(r["intended_s"] == 0.0 for r in art.rows)
+    got = burst_capacity(twin, art)
+    fin = np.sort(simulate(twin.make_scheduler, requests_from_rows(art.rows)).finished_s)
+    steady = 4 / float(np.median(np.diff(fin[3::4])))  # one round of four requests per wave period
+    assert got["requests_per_s"] == pytest.approx(steady, rel=0.05)
+    assert got["output_tokens_per_s"] == pytest.approx(32 * got["requests_per_s"]) and got["burst_requests"] == 24
+    assert saturated_rate(list(fin)) > 1.15 * steady  # the completion count is fooled by the waves
+    with pytest.raises(HarnessError, match="--capacity-requests"):
+        capacity_workload((64, 32), 5, seed=0)
+
+
+def test_the_measurement_counts_tokens_in_the_window_like_the_twin():
+    # ten requests finishing at 1..10 s, each emitting one token per 0.5 s over its last 2 s (4 chunks, 4 tokens)
+    fin = [float(i) for i in range(1, 11)]
+    chunks = [[f - 1.5, f - 1.0, f - 0.5, f] for f in fin]
+    # window [3, 9) (the 20th and 80th percentile completions): two tokens every half second = 24 tokens in 6 s,
+    # over 4 tokens a request = 1 request/s, as the steady completions say
+    assert saturated_rate(fin, chunks, [4.0] * 10) == pytest.approx(1.0)
+    assert saturated_rate(fin) == pytest.approx(1.0)
+    assert saturated_rate(fin[:9], chunks[:9], [4.0] * 9) is None  # fewer than 10 completions
 
 
 def test_a_missed_target_is_a_plain_false_even_from_numpy_figures():

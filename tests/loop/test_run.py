@@ -92,6 +92,22 @@ def test_loop_writes_every_table(tmp_path, fixed_constants):
     assert "Served load" in md and "| 48/6 |" in md and "Isolated stages" in md and "Verdict" in md
 
 
+def test_capacity_is_measured_with_a_burst_and_predicted_for_the_same_requests(tmp_path, fixed_constants):
+    model = write_random_gguf(tmp_path / "rand.gguf")
+    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, capacity_requests=12), progress=None)
+    assert r.status == "complete" and r.settings["capacity_requests"] == 12
+    cap = [c for c in r.served_comparisons if c.metric == "capacity_rps"]
+    assert len(cap) == 1 and math.isinf(cap[0].rate_per_s) and "12 requests sent at once" in cap[0].note
+    assert r.capacity["48/6"]["burst_requests"] == 12
+    assert cap[0].predicted == pytest.approx(r.capacity["48/6"]["requests_per_s"])
+    assert cap[0].measured is not None and cap[0].measured > 0
+    run = Run(r.run_dir)
+    served = run.table("loop_served")
+    assert cap[0].point in set(served["point"]) and len(served) == len(r.served) + 1  # the burst has its own load run
+    md = render_markdown(r)
+    assert "| 48/6 | all at once | ∞ | 12 |" in md and "capacity burst" in md
+
+
 def test_bad_model_path(tmp_path):
     cfg = config(tmp_path, tmp_path / "m.gguf", fake_binary(tmp_path))
     with pytest.raises(HarnessError, match="does not exist"):
@@ -143,6 +159,10 @@ def test_options_name_the_flag():
         LoopOptions(rate_fractions=(0.0,))
     with pytest.raises(HarnessError, match="--point-duration-s"):
         LoopOptions(point_duration_s=0.5)
+    with pytest.raises(HarnessError, match="--capacity-requests"):
+        LoopOptions(capacity_requests=5)
+    assert LoopOptions(quick=True).capacity_burst(4) == 0 and LoopOptions().capacity_burst(4) == 24
+    assert LoopOptions(capacity_requests=0).capacity_burst(4) == 0
     with pytest.raises(HarnessError, match="nothing to measure"):
         LoopOptions(stages=False, served=False)
 

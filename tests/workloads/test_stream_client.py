@@ -258,6 +258,25 @@ def test_a_preconnected_connection_the_server_closed_is_replaced_at_send(serve):
     _ok(stream_request(http, "/v1/chat/completions", b"{}", {}, chat=True, timeout_s=10.0))
 
 
+def test_a_slow_preconnect_is_abandoned_before_the_send_instant(serve):
+    """A connect that takes longer than the lead must not delay the send: it is given lead − margin, then dropped."""
+    import gevent
+
+    from workloads.stream_client import preconnect
+
+    srv = serve(lambda req, c: c.sendall(CHUNKED_HEAD + chunked(EVENTS)))
+    http = HTTPClient.from_url(URL(srv.url + "/"), concurrency=1)
+    pool = http._connection_pool
+    real = pool._create_socket
+    pool._create_socket = lambda: (gevent.sleep(5.0), real())[1]  # a connect that hangs for 5 s
+    t0 = time.monotonic()
+    assert not preconnect(http, 0.05)
+    assert time.monotonic() - t0 < 2.0  # back at about the lead (50 ms), far before the 5-s connect would end
+    assert pool._socket_queue.qsize() == 0  # nothing half-open was left in the pool
+    pool._create_socket = real
+    _ok(stream_request(http, "/v1/chat/completions", b"{}", {}, chat=True, timeout_s=10.0))  # the send connects itself
+
+
 def test_preconnect_to_a_closed_port_is_silent_and_the_request_records_connect():
     from workloads.stream_client import preconnect
 
