@@ -347,9 +347,13 @@ def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float,
         share = (cpu1 - cpu0) / (busy * threads)
     med = (lambda col: float(ok[col].median()) if len(ok) and col in ok and ok[col].notna().any() else None)
     pct = (lambda k, q: (s.get(k) or {}).get(q))
+    n_total, n_ok, errors = int(s["requests_total"]), int(s["requests_ok"]), dict(s["errors_by_class"])
+    if span_s <= 0:  # a burst (every request intended at 0): the summary's window of intended sends is empty; count all
+        n_total, n_ok = len(df), len(ok)
+        errors = {str(k): int(v) for k, v in df["error_class"].value_counts().items()}  # with "ok", as the summary counts
     return ServedMeasurement(
-        mix=mix, rate_per_s=rate_per_s, run_dir=str(run_dir), requests_total=int(s["requests_total"]),
-        requests_ok=int(s["requests_ok"]), errors_by_class=dict(s["errors_by_class"]),
+        mix=mix, rate_per_s=rate_per_s, run_dir=str(run_dir), requests_total=n_total,
+        requests_ok=n_ok, errors_by_class=errors,
         request_throughput_per_s=float(s["request_throughput_per_s"]), output_tokens_per_s=float(s["output_tokens_per_s"]),
         ttft_p50_s=pct("ttft_s", "p50"), ttft_p90_s=pct("ttft_s", "p90"), tpot_p50_s=pct("tpot_s", "p50"), e2e_p50_s=pct("e2e_s", "p50"),
         saturated_rps=saturated_rate([float(x) / 1e9 for x in ok["last_byte_ns"]], [[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]],

@@ -25,7 +25,7 @@ def render_markdown(r: LoopReport) -> str:
     if "gguf" not in r.model:  # the GPU loop: no host calibration, no stages
         lines = head + [f"Model: {r.model.get('name')}; engine: {r.engine.get('name')} ({s.get('config')}) on {s.get('gpu')}"
                         + (f", measured at {s['target_url']}" if s.get("target_url") else "") + "."]
-        lines += _served(r)
+        lines += _served(r) + _steps(r)
         return _tail(r, lines)
     lines = head + [
         f"Model: `{r.model['gguf'].rsplit('/', 1)[-1]}` ({r.model['architecture']}, {r.model['file_type']}); "
@@ -53,7 +53,7 @@ def render_markdown(r: LoopReport) -> str:
     if c.dram_bandwidth_bytes_per_s:
         lines.append(f"- B_dram = {c.dram_bandwidth_bytes_per_s / 1e9:.1f} GB/s (read of {c.dram_buffer_bytes / 2**20:.0f} MiB, "
                      f"4× the {c.llc_bytes / 2**20:.0f} MiB LLC; reference only)")
-    lines += _served(r)
+    lines += _served(r) + _steps(r)
     if not r.comparisons:
         return _tail(r, lines)
     lines += [
@@ -103,6 +103,32 @@ def _v(metric: str, v: float | None) -> str:
     if metric.endswith("_per_s") or metric == "capacity_rps":
         return f"{v:.3f}/s"
     return f"{v * 1e3:.0f} ms" if v < 10 else f"{v:.1f} s"
+
+
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v * 1e3:.1f} ms"
+
+
+def _pct(v: float | None) -> str:
+    return "—" if v is None else f"{v:+.0f}%"
+
+
+def _steps(r: LoopReport) -> list[str]:
+    """Engine iterations reconstructed from the chunk stamps of every measured point, against the twin's (diagnostic)."""
+    if not r.served_steps:
+        return []
+    lines = ["", "### Served steps: the engine's iterations reconstructed from the streams, against the twin's (diagnostic)", "",
+             "Tokens of one iteration reach the client together; the gap to the next group is the iteration (harness/loop/"
+             "iterations.py). The twin's simulated tokens for the same requests go through the same reconstruction. The "
+             "median is the plain step at that batch; the mean also carries the prompt chunks that rode in an iteration "
+             "(mixed steps). Nothing here feeds the prediction.", "",
+             "| mix | batch | engine iterations | engine median | twin median | error | engine mean | twin mean | error | time share engine / twin |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for x in r.served_steps:
+        lines.append(f"| {x.mix} | {x.batch} | {x.engine_n} (twin {x.twin_n}) | {_ms(x.engine_median_s)} | {_ms(x.twin_median_s)} | "
+                     f"{_pct(x.median_error_pct)} | {_ms(x.engine_mean_s)} | {_ms(x.twin_mean_s)} | {_pct(x.mean_error_pct)} | "
+                     f"{x.engine_share:.0%} / {x.twin_share:.0%} |")
+    return lines
 
 
 def _served(r: LoopReport) -> list[str]:

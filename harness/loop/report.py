@@ -56,6 +56,7 @@ class LoopReport:
     served: tuple[ServedPoint, ...] = ()
     served_comparisons: tuple[ServedComparison, ...] = ()
     verdict: Verdict | None = None
+    served_steps: tuple[Any, ...] = ()  # harness.loop.iterations.StepRow: engine iterations from the streams vs the twin's
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +68,7 @@ class LoopReport:
             "capacity": self.capacity, "served": [p.to_dict() for p in self.served],
             "served_comparisons": [c.to_dict() for c in self.served_comparisons],
             "verdict": self.verdict.to_dict() if self.verdict else None,
+            "served_steps": [r.to_dict() for r in self.served_steps],
         }
 
 

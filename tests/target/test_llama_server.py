@@ -71,10 +71,18 @@ def test_lru_picks_the_last_slot_first_and_split_equal_needs_consecutive_ids():
     s.bind(tl, lambda items, t: None, lambda r, t: None)
     a, b = SimRequest("a", 10, 50), SimRequest("b", 10, 50)
     s.submit(a, 0.0)
-    s.submit(b, 0.0)  # arrives while a's first iteration runs: assigned when it ends (10 ms)
+    tl.at(0.001, s.submit, b, 0.001)  # arrives while a's first iteration runs: assigned when it ends (10 ms)
+    tl.run_due(0.002)
     assert [x.req.request_id if x.req else None for x in s.slots] == [None, None, None, "a"]
     tl.run_due(0.0101)
     assert [x.req.request_id if x.req else None for x in s.slots] == [None, None, "b", "a"]
+
+
+def test_requests_queued_at_one_instant_start_together():
+    """llama-server's loop wakes once for the tasks queued meanwhile: a capacity burst into four idle slots started four
+    at a time on the real engine (first tokens within a millisecond), so the twin admits simultaneous arrivals together."""
+    r = run([(0.0, 10, 3)] * 4, slots=4)
+    assert len(set(r.first_token_s)) == 1 and len(set(r.finished_s)) == 1
 
 
 def test_split_rules():
@@ -135,3 +143,18 @@ def test_settings_from_engine_flags():
     assert settings_from_engine(O, [], sliding_window=None).n_ctx_slot == 2048
     with pytest.raises(HarnessError, match="slots"):
         LlamaServerSettings(slots=0)
+
+
+def test_decode_correction_by_batch_interpolates_and_applies_per_iteration():
+    st = LlamaServerSettings(slots=4, ctx_size=4096, iteration_overhead_s=0.001,
+                             decode_correction_by_batch_s=[[4, 0.002], [1, -0.004], [2, 0.006]])  # as JSON gives it
+    assert st.decode_correction_by_batch_s == ((1, -0.004), (2, 0.006), (4, 0.002))
+    assert [st.iteration_extra_s(b) for b in (0, 1, 2, 3, 4, 8)] == pytest.approx([0.001, -0.004, 0.006, 0.004, 0.002, 0.002])
+    # a lone decode request: every decode iteration is the step (10 ms here) - 4 ms
+    r = run([(0.0, 10, 5)], decode_correction_by_batch_s=((1, -0.004),))
+    r0 = run([(0.0, 10, 5)])
+    assert (r.finished_s[0] - r.first_token_s[0]) == pytest.approx((r0.finished_s[0] - r0.first_token_s[0]) - 4 * 0.004)
+    with pytest.raises(HarnessError, match="decode_correction_by_batch_s"):
+        LlamaServerSettings(decode_correction_by_batch_s=((0, 0.001),))
+    with pytest.raises(HarnessError, match="decode_correction_by_batch_s"):
+        LlamaServerSettings(decode_correction_by_batch_s=((1, 0.001), (1, 0.002)))

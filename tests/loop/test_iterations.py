@@ -1,0 +1,63 @@
+"""Engine iterations from chunk stamps: groups, gaps, batches, first tokens; the twin's steps through the same path."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.loop.iterations import Iteration, cluster_width_s, compare_steps, reconstruct
+
+
+def test_groups_of_one_iteration_give_its_batch_and_gap():
+    # two requests decoding together every 30 ms (client stamps 0.2 ms apart), a third joins at 0.09 with its first token
+    a = [0.0, 0.030, 0.060, 0.090, 0.120]
+    b = [0.0002, 0.0302, 0.0602, 0.0902, 0.1202]
+    c = [0.0901, 0.1201]
+    its = reconstruct([a, b, c])
+    assert [x.batch for x in its] == [2, 2, 3, 3]
+    assert [x.first_tokens for x in its] == [0, 0, 1, 0]
+    assert all(x.gap_s == pytest.approx(0.030, abs=1e-9) for x in its)
+
+
+def test_idle_time_between_requests_is_not_a_step():
+    # one request ends at 0.06; the next starts at 5.0: its first group continues nothing, so no 4.94-s "step"
+    its = reconstruct([[0.0, 0.03, 0.06], [5.0, 5.03, 5.06]])
+    assert [round(x.gap_s, 6) for x in its] == [0.03, 0.03, 0.03, 0.03]
+
+
+def test_cluster_width_shrinks_for_fast_steps():
+    assert cluster_width_s([[0.0, 0.03, 0.06]]) == pytest.approx(0.002)
+    assert cluster_width_s([[0.0, 0.004, 0.008]]) == pytest.approx(0.001)
+    # 4-ms steps with 0.3-ms client spread still group correctly
+    its = reconstruct([[0.0, 0.004, 0.008], [0.0003, 0.0043, 0.0083]])
+    assert [x.batch for x in its] == [2, 2]
+
+
+def test_compare_steps_medians_means_and_shares():
+    eng = [Iteration(1, 0.020, 0)] * 3 + [Iteration(4, 0.050, 0)] * 3 + [Iteration(4, 0.450, 1)]
+    twin = [Iteration(1, 0.030, 0)] * 3 + [Iteration(4, 0.060, 0)] * 4
+    rows = {r.batch: r for r in compare_steps("m", eng, twin)}
+    assert rows[1].median_error_pct == pytest.approx(50.0) and rows[1].engine_n == 3
+    assert rows[4].engine_median_s == pytest.approx(0.050) and rows[4].engine_mean_s == pytest.approx(0.15)
+    assert rows[4].mean_error_pct == pytest.approx(-60.0)
+    assert rows[1].engine_share + rows[4].engine_share == pytest.approx(1.0)
+
+
+def test_the_twin_reconstructs_its_own_steps():
+    """Simulated token instants through the same reconstruction recover the step times the twin was given."""
+    from harness.target.des import ArrivingRequest, simulate
+    from harness.target.llama_server import LlamaServerSettings, LlamaServerScheduler
+
+    class Steps:
+        def prefill_time_s(self, p, cached=0):
+            return 1e-3 * p
+
+        def decode_step_time_s(self, b, ctx):
+            return 0.010 + 0.005 * b
+
+    settings = LlamaServerSettings(slots=2, ctx_size=4096, kv_unified=True)
+    run = simulate(lambda: LlamaServerScheduler(settings, Steps()), [ArrivingRequest(0.0, 16, 20), ArrivingRequest(0.0, 16, 20)],
+                   record_tokens=True)
+    its = reconstruct(run.token_times_s)
+    by_b = {x.batch for x in its}
+    assert 2 in by_b
+    assert all(x.gap_s == pytest.approx(0.020) for x in its if x.batch == 2 and not x.first_tokens)
