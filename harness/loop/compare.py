@@ -113,12 +113,16 @@ def _err(p: float | None, m: float | None) -> float | None:
 def compare_served(mix: str, point: int, rate: float, fraction: float, pred: Any, meas: Any, *, held_out: bool = True) -> list[ServedComparison]:
     """Every served metric at one point; `pred` a ServedFigures, `meas` a ServedMeasurement."""
     out = []
+    cut = int((getattr(meas, "errors_by_class", None) or {}).get("cancelled", 0))
+    note = (f"{cut} requests were still running at the drain limit (--quick) and were cancelled: the measured figures "
+            "cover the completed ones only and are not judged") if cut else ""
     for metric in SERVED_METRICS:
         p, m = getattr(pred, metric), getattr(meas, metric)
         e = _err(p, m)
         tgt = TARGETS_PCT.get(metric)
-        met = None if (tgt is None or e is None or meas.contended or not held_out) else bool(abs(e) <= tgt)
-        out.append(ServedComparison(mix, point, rate, fraction, metric, p, m, e, held_out, meas.contended, meas.engine_cpu_share, tgt, met))
+        met = None if (tgt is None or e is None or meas.contended or not held_out or cut) else bool(abs(e) <= tgt)
+        out.append(ServedComparison(mix, point, rate, fraction, metric, p, m, e, held_out, meas.contended, meas.engine_cpu_share, tgt, met,
+                                    note if tgt is not None else ""))
     return out
 
 

@@ -317,15 +317,20 @@ def _run_load(cfg: Any, workdir: Any, timeout_s: float) -> Any:
 
 
 def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float, artifact_path: str, span_s: float,
-                   results_dir: str, workdir: Any, pid: int | None, threads: int, request_timeout_s: float) -> ServedMeasurement:
-    """Run the load generator on one artifact against the engine and read its stored requests table."""
+                   results_dir: str, workdir: Any, pid: int | None, threads: int, request_timeout_s: float,
+                   drain_limit_s: float | None = None) -> ServedMeasurement:
+    """Run the load generator on one artifact against the engine and read its stored requests table.
+
+    `drain_limit_s`: at most this long after the last intended send; requests still running then are recorded as
+    cancelled (the point is then cut and its figures cover the completed requests only). None: request timeout + 10 s."""
     from harness.records import new_run_id  # noqa: PLC0415
     from harness.store import Run  # noqa: PLC0415
     from workloads.config import LoadConfig, SummaryOptions  # noqa: PLC0415
 
     cfg = LoadConfig(
         target_url=endpoint, artifact_path=str(artifact_path), run_id=new_run_id("loop-load"), results_dir=results_dir,
-        model=served_name, max_concurrency=256, request_timeout_s=request_timeout_s, drain_timeout_s=request_timeout_s + 10.0,
+        model=served_name, max_concurrency=256, request_timeout_s=request_timeout_s,
+        drain_timeout_s=request_timeout_s + 10.0 if drain_limit_s is None else float(drain_limit_s),
         scrape=[{"role": "all", "url": f"{endpoint}/metrics"}], extra_body={"ignore_eos": True},
         summary=SummaryOptions(warmup_s=0.0, cooldown_s=0.0, slo_ttft_s=None, slo_tpot_s=None, slo_e2e_s=None),
         manifest_extra={"bench": "loop-cpu served point", "mix": mix, "rate_per_s": rate_per_s},

@@ -167,9 +167,18 @@ def _served(r: LoopReport) -> list[str]:
         lines.append(f"| {c.mix} | {rate} | {frac} | {n or '—'} | "
                      f"{'yes' if c.held_out else 'no (fit)'} | {c.metric} | {_v(c.metric, c.predicted)} | {_v(c.metric, c.measured)} | "
                      f"{err} | {tgt} | {share} |")
-    notes = [c for c in r.served_comparisons if c.note]
-    for c in notes:
-        lines.append(f"\n- {c.mix} capacity: {c.note}")
+    seen: set[tuple[str, int]] = set()
+    for c in r.served_comparisons:
+        if not c.note or (c.mix, c.point) in seen:
+            continue
+        seen.add((c.mix, c.point))
+        where = "capacity" if c.metric == "capacity_rps" else f"@ {c.rate_per_s:.3g} req/s"
+        lines.append(f"\n- {c.mix} {where}: {c.note}")
+    probes = [p for p in r.served if p.step_scale != 1.0]
+    if probes:
+        lines += ["", "Host speed probe before each point (the twin's iterations × probe / reference for that point): " + "; ".join(
+            f"{p.mix} × {p.rate_fraction_of_capacity:.2f}: {p.step_scale:.3f}" for p in probes)
+            + "".join(f"; {mix} capacity: {c['step_scale']:.3f}" for mix, c in r.capacity.items() if "step_scale" in c) + "."]
     v = r.verdict
     if v is not None:
         lines += ["", f"Verdict on held-out, uncontended points: {v.met} of {v.judged} judged figures within target; "

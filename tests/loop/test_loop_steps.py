@@ -229,3 +229,47 @@ def test_loop_report_version_matches_the_store_and_v1_upgrades(tmp_path):
     (path / "loop_report.json").write_text(json.dumps({"comparisons": [], "settings": {}}))  # a stages-only, unversioned file
     d = Run(path).json("loop_report.json")
     assert d["schema_version"] == 2 and d["status"] == "complete" and d["served"] == []
+
+
+def test_a_point_cut_at_the_drain_limit_is_not_judged():
+    cut = compare_served("512/64", 2, 1.0, 1.2, _Fig(), _Fig(errors_by_class={"ok": 8, "cancelled": 3}))
+    assert all(r.met is None for r in cut) and all("3 requests" in r.note for r in cut if r.target_pct)
+    whole = compare_served("512/64", 2, 1.0, 1.2, _Fig(), _Fig(errors_by_class={"ok": 11}))
+    assert any(r.met is True for r in whole) and not any(r.note for r in whole)
+
+
+def test_speed_probe_scales_against_its_reference_and_clamps_glitches():
+    from harness.loop.run import PROBE_SCALE_BOUNDS, SpeedProbe, scaled_twin
+    from harness.target.llama_server import LlamaServerSettings
+    from harness.target.twin import TwinSpec
+
+    seq = iter([0.020, 0.022, 0.018, 0.100, None])
+    p = SpeedProbe(lambda: next(seq))
+    assert p.scale() is None  # no reference yet
+    assert p.reference() == 0.020
+    assert p.scale() == pytest.approx(1.1) and p.scale() == pytest.approx(0.9)
+    assert p.scale() == PROBE_SCALE_BOUNDS[1]  # 5x the reference: a glitch, clamped
+    assert p.scale() is None  # the probe measured nothing
+    assert [f for _, f in p.history] == pytest.approx([1.1, 0.9, 2.0])
+    twin = TwinSpec("llama.cpp", LlamaServerSettings(slots=2, ctx_size=4096), object(), "m", "s")
+    assert scaled_twin(twin, 1.25).settings.step_scale == 1.25 and scaled_twin(twin, None) is twin
+
+
+def test_step_scale_multiplies_every_iteration():
+    from harness.target.des import ArrivingRequest, simulate
+    from harness.target.llama_server import LlamaServerScheduler, LlamaServerSettings
+
+    class Steps:
+        def prefill_time_s(self, p, cached=0):
+            return 1e-3 * p
+
+        def decode_step_time_s(self, b, ctx):
+            return 0.010
+
+    def run(scale):
+        st = LlamaServerSettings(slots=1, ctx_size=4096, iteration_overhead_s=0.002, step_scale=scale)
+        return simulate(lambda: LlamaServerScheduler(st, Steps()), [ArrivingRequest(0.0, 50, 11)]).finished_s[0]
+
+    assert run(1.5) == pytest.approx(1.5 * run(1.0))
+    with pytest.raises(HarnessError, match="step_scale"):
+        run(0.0)

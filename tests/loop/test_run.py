@@ -94,6 +94,10 @@ def test_loop_writes_every_table(tmp_path, fixed_constants):
     assert r.served_steps and all(x.mix == "48/6" and x.batch >= 1 for x in r.served_steps)
     assert sum(x.engine_n for x in r.served_steps) > 0 and sum(x.twin_n for x in r.served_steps) > 0
     assert "loop_served_steps" in set(run.tables()) and "Served steps" in md
+    # the host speed probe: a reference after the stages, then one before each point, its scale on the point
+    assert any(n.startswith("host speed probe") for n in r.notes)
+    assert all(p.step_scale != 1.0 for p in r.served) and "Host speed probe before each point" in md
+    assert 3 in set(run.table("loop_prediction")["revision"])
 
 
 def test_capacity_is_measured_with_a_burst_and_predicted_for_the_same_requests(tmp_path, fixed_constants):
@@ -110,6 +114,13 @@ def test_capacity_is_measured_with_a_burst_and_predicted_for_the_same_requests(t
     assert cap[0].point in set(served["point"]) and len(served) == len(r.served) + 1  # the burst has its own load run
     md = render_markdown(r)
     assert "| 48/6 | all at once | ∞ | 12 |" in md and "capacity burst" in md
+
+
+def test_no_probe_leaves_the_steps_unscaled(tmp_path, fixed_constants):
+    model = write_random_gguf(tmp_path / "rand.gguf")
+    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, probe=False), progress=None)
+    assert r.status == "complete" and all(p.step_scale == 1.0 for p in r.served)
+    assert not any(n.startswith("host speed probe") for n in r.notes)
 
 
 def test_bad_model_path(tmp_path):
