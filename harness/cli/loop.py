@@ -70,9 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cpu: requests of the capacity burst per mix, sent at once; the capacity is the completion rate between "
                              "the 20th and 80th percentile completion, predicted for the same requests (default 6 x slots; "
                              "0 = no burst, the default with --quick: capacity is then read from the overloaded point)")
-    parser.add_argument("--no-probe", action="store_true",
-                        help="cpu: no host speed probe before each served point (by default a 24-token batch-1 request is timed "
-                             "and the twin's steps for that point are scaled by it relative to the probe after the stages)")
+    parser.add_argument("--probe", action="store_true",
+                        help="cpu: time a 24-token batch-1 request after the stages and before each served point, and scale the "
+                             "twin's steps for that point by it (experimental: it made the 2026-12-01 run worse, docs/loop-cpu.md)")
     parser.add_argument("--seed", type=int, default=0, help="workload seed (arrivals and prompts; the twin replays the same)")
     parser.add_argument("--no-stages", action="store_true", help="skip the isolated prefill/decode measurements")
     parser.add_argument("--no-served", action="store_true", help="skip the served-load points")
@@ -114,7 +114,7 @@ def _cpu(args: argparse.Namespace):
         output_tokens=args.output_tokens, batches=_batches(args.batches), reps=1 if args.quick and args.reps == 3 else args.reps,
         quick=args.quick, stages=not args.no_stages, served=not args.no_served, mixes=_mixes(args.mixes),
         rate_fractions=_fractions(args.rates), point_duration_s=args.point_duration_s, seed=args.seed,
-        capacity_requests=args.capacity_requests, probe=not args.no_probe,
+        capacity_requests=args.capacity_requests, probe=args.probe,
         results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
     )
     return run_loop(opts)

@@ -75,7 +75,7 @@ def quick_opts(cfg: Path, tmp_path: Path, **kw) -> LoopOptions:
 
 def test_loop_writes_every_table(tmp_path, fixed_constants):
     model = write_random_gguf(tmp_path / "rand.gguf")
-    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path), progress=None)
+    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, probe=True), progress=None)
     assert r.status == "complete" and r.run_dir
     run = Run(r.run_dir)
     assert {"loop_calibration", "loop_prediction", "loop_requests", "loop_served", "loop_comparison",
@@ -116,9 +116,9 @@ def test_capacity_is_measured_with_a_burst_and_predicted_for_the_same_requests(t
     assert "| 48/6 | all at once | ∞ | 12 |" in md and "capacity burst" in md
 
 
-def test_no_probe_leaves_the_steps_unscaled(tmp_path, fixed_constants):
+def test_without_probe_the_steps_are_unscaled(tmp_path, fixed_constants):
     model = write_random_gguf(tmp_path / "rand.gguf")
-    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, probe=False), progress=None)
+    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path), progress=None)  # probe off by default
     assert r.status == "complete" and all(p.step_scale == 1.0 for p in r.served)
     assert not any(n.startswith("host speed probe") for n in r.notes)
 
