@@ -26,7 +26,8 @@ from harness.errors import HarnessError
 from harness.loop.compare import served_verdict
 from harness.loop.predict import served_predictions
 from harness.loop.report import LoopReport
-from harness.loop.run import DEFAULT_MIXES, DEFAULT_RATE_FRACTIONS, ProgressFn, served_rows, print_progress, with_measured, measure_points
+from harness.loop.run import (DEFAULT_MIXES, DEFAULT_RATE_FRACTIONS, ProgressFn, measure_points, print_progress, served_rows,
+                              served_steps, with_measured)
 
 
 @dataclass(frozen=True)
@@ -126,11 +127,12 @@ def run_gpu_loop(opts: GpuLoopOptions, *, progress: ProgressFn | None = print_pr
         settings["loop_wall_s"] = time.perf_counter() - t0
         return LoopReport(model_d, engine_d, None, (), (), (), (), settings, str(writer.path) if writer else None,
                           tuple(state["notes"]), status, error, twin.to_dict(), state["capacity"], tuple(with_measured(state)),
-                          tuple(rows), served_verdict(rows) if rows else None)
+                          tuple(rows), served_verdict(rows) if rows else None, tuple(served_steps(state, twin, say)))
 
     try:
         state["capacity"], state["served"], work = served_predictions(twin, opts.mixes, opts.rate_fractions,
                                                                        opts.point_duration_s, opts.seed)
+        state["artifacts"] = {pt: art for pt, _, _, _, art in work}  # for the served steps (harness.loop.iterations)
         if writer:
             writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted
                                               for p in state["served"]])
@@ -168,6 +170,8 @@ def run_gpu_loop(opts: GpuLoopOptions, *, progress: ProgressFn | None = print_pr
 def _finish_gpu(writer: Any, rep: LoopReport, failed: BaseException | None) -> None:
     if rep.served_comparisons:
         writer.append("loop_served_comparison", [c.to_dict() for c in rep.served_comparisons])
+    if rep.served_steps:
+        writer.append("loop_served_steps", [r.to_dict() for r in rep.served_steps])
     writer.write_json("loop_report.json", rep.to_dict())
     writer.__exit__(type(failed) if failed else None, failed, None)
 

@@ -65,6 +65,10 @@ def test_gpu_loop_against_the_simulated_twin(tmp_path, engine):
         assert c.measured >= 0.9 * c.predicted
     md = render_markdown(rep)
     assert f"Twin: {engine} scheduler" in md and "UNCALIBRATED" in md
+    # the twin serving itself over HTTP: its iterations, rebuilt from the stream stamps, match the simulation's
+    rows = [x for x in rep.served_steps if x.engine_n >= 10 and x.twin_n >= 10]
+    assert rows and "loop_served_steps" in set(run.tables()) and "Served steps" in md
+    assert all(abs(x.median_error_pct) < 50 for x in rows), [(x.batch, x.engine_median_s, x.twin_median_s) for x in rows]
 
 
 def test_gpu_loop_launches_the_engine_from_its_config(tmp_path):
