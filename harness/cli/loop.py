@@ -70,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cpu: requests of the capacity burst per mix, sent at once; the capacity is the completion rate between "
                              "the 20th and 80th percentile completion, predicted for the same requests (default 6 x slots; "
                              "0 = no burst, the default with --quick: capacity is then read from the overloaded point)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="cpu: measure each served point's workload this many times back to back (1-10); the median is "
+                             "compared and each judged figure's spread over the repeats is shown beside its error (default 1)")
     parser.add_argument("--probe", action="store_true",
                         help="cpu: time a 24-token batch-1 request after the stages and before each served point, and scale the "
                              "twin's steps for that point by it (experimental: it made the 2026-12-01 run worse, docs/loop-cpu.md)")
@@ -114,7 +117,7 @@ def _cpu(args: argparse.Namespace):
         output_tokens=args.output_tokens, batches=_batches(args.batches), reps=1 if args.quick and args.reps == 3 else args.reps,
         quick=args.quick, stages=not args.no_stages, served=not args.no_served, mixes=_mixes(args.mixes),
         rate_fractions=_fractions(args.rates), point_duration_s=args.point_duration_s, seed=args.seed,
-        capacity_requests=args.capacity_requests, probe=args.probe,
+        capacity_requests=args.capacity_requests, probe=args.probe, repeats=args.repeats,
         results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
     )
     return run_loop(opts)
@@ -123,6 +126,8 @@ def _cpu(args: argparse.Namespace):
 def _gpu(args: argparse.Namespace):
     from harness.loop.gpu import GpuLoopOptions, run_gpu_loop  # noqa: PLC0415
 
+    if args.repeats != 1 or args.probe:
+        raise HarnessError("--repeats and --probe are for `harness loop cpu`; the GPU loop measures each point once.")
     if args.capacity_requests is not None:
         raise HarnessError("--capacity-requests is for `harness loop cpu`; the GPU loop reads capacity from its overloaded point.")
     if not args.config or not args.gpu:

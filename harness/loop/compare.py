@@ -110,8 +110,19 @@ def _err(p: float | None, m: float | None) -> float | None:
     return (p - m) / m * 100.0
 
 
-def compare_served(mix: str, point: int, rate: float, fraction: float, pred: Any, meas: Any, *, held_out: bool = True) -> list[ServedComparison]:
-    """Every served metric at one point; `pred` a ServedFigures, `meas` a ServedMeasurement."""
+def repeat_spread_pct(values: list[float | None]) -> float | None:
+    """(max − min) / median of one figure over repeated measurements of the same artifact, in %; None below 2 values."""
+    v = sorted(x for x in values if x is not None and math.isfinite(x))
+    if len(v) < 2:
+        return None
+    mid = v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+    return (v[-1] - v[0]) / mid * 100.0 if mid else None
+
+
+def compare_served(mix: str, point: int, rate: float, fraction: float, pred: Any, meas: Any, *, held_out: bool = True,
+                   repeats: list[Any] | None = None) -> list[ServedComparison]:
+    """Every served metric at one point; `pred` a ServedFigures, `meas` a ServedMeasurement (with `repeats`, the
+    median of the repeated measurements, each in `repeats`: the spread of each judged figure goes into its note)."""
     out = []
     cut = int((getattr(meas, "errors_by_class", None) or {}).get("cancelled", 0))
     note = (f"{cut} requests were still running at the drain limit (--quick) and were cancelled: the measured figures "
@@ -121,8 +132,16 @@ def compare_served(mix: str, point: int, rate: float, fraction: float, pred: Any
         e = _err(p, m)
         tgt = TARGETS_PCT.get(metric)
         met = None if (tgt is None or e is None or meas.contended or not held_out or cut) else bool(abs(e) <= tgt)
+        row_note = note if tgt is not None else ""
+        if repeats and len(repeats) > 1 and tgt is not None:
+            vals = [getattr(r, metric) for r in repeats]
+            sp = repeat_spread_pct(vals)
+            if sp is not None:
+                shown = ", ".join("—" if v is None else (f"{v * 1e3:.0f} ms" if v < 10 else f"{v:.1f} s") for v in vals)
+                row_note = "; ".join(x for x in (row_note, f"{len(repeats)} repeats of the same workload: {shown} (spread "
+                                                           f"{sp:.0f} % of the median{', wider than the target' if sp > 2 * tgt else ''})") if x)
         out.append(ServedComparison(mix, point, rate, fraction, metric, p, m, e, held_out, meas.contended, meas.engine_cpu_share, tgt, met,
-                                    note if tgt is not None else ""))
+                                    row_note))
     return out
 
 

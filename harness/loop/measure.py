@@ -11,7 +11,7 @@ import os
 import statistics
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Sequence
 
 from harness.engines import http
@@ -271,6 +271,29 @@ class ServedMeasurement:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "contended": self.contended}
+
+
+REPEATED_FIGURES = ("request_throughput_per_s", "output_tokens_per_s", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "e2e_p50_s",
+                    "saturated_rps", "engine_prompt_tokens_median", "engine_output_tokens_median")
+
+
+def combine_repeats(ms: list[ServedMeasurement]) -> ServedMeasurement:
+    """The same artifact measured several times: each figure the median over the repeats that have it, the counts
+    summed, the CPU share the lowest (a point is contended when any repeat was), the first repeat's run folder."""
+    if len(ms) == 1:
+        return ms[0]
+    med = {}
+    for f in REPEATED_FIGURES:
+        v = [getattr(m, f) for m in ms if getattr(m, f) is not None]
+        med[f] = statistics.median(v) if v else None
+    errors: dict[str, int] = {}
+    for m in ms:
+        for k, n in m.errors_by_class.items():
+            errors[k] = errors.get(k, 0) + int(n)
+    shares = [m.engine_cpu_share for m in ms if m.engine_cpu_share is not None]
+    return replace(ms[0], requests_total=sum(m.requests_total for m in ms), requests_ok=sum(m.requests_ok for m in ms),
+                   errors_by_class=errors, engine_busy_s=sum(m.engine_busy_s for m in ms), engine_cpu_share=min(shares) if shares else None,
+                   **med)
 
 
 def busy_union_s(intervals: list[tuple[float, float]]) -> float:

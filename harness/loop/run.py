@@ -25,7 +25,7 @@ from harness.errors import HarnessError
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
 from harness.loop.compare import (ServedComparison, compare, compare_capacity, compare_capacity_burst, compare_served,
                                   served_verdict)
-from harness.loop.measure import ServedMeasurement, completion_body, fit_prompts, measure_decode, measure_prefill, measure_served, token_prompt
+from harness.loop.measure import ServedMeasurement, combine_repeats, completion_body, fit_prompts, measure_decode, measure_prefill, measure_served, token_prompt
 from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
 
@@ -64,6 +64,7 @@ class LoopOptions:
     rate_fractions: tuple[float, ...] = DEFAULT_RATE_FRACTIONS
     point_duration_s: float | None = None  # default FULL_POINT_S (QUICK_POINT_S with quick)
     capacity_requests: int | None = None  # the capacity burst: None = CAPACITY_BURST_PER_SLOT x slots (0 with quick); 0 = none
+    repeats: int = 1  # each served point's workload measured this many times back to back; the median is compared
     probe: bool = False  # a host speed probe before each served point scales the twin's step times for it (opt-in:
     # on 2026-12-01 it turned 8 of 18 figures within target into 5 of 18 on the same run: the 24-token batch-1 probe is
     # too noisy to track the host's drift at batch 4 and in prefill; docs/loop-cpu.md)
@@ -86,6 +87,8 @@ class LoopOptions:
         d = self.point_duration_s
         if d is not None and not (isinstance(d, (int, float)) and math.isfinite(d) and 2 <= d <= 3600):
             raise HarnessError(f"--point-duration-s must be in [2, 3600] seconds, got {d!r}.")
+        if isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or not 1 <= self.repeats <= 10:
+            raise HarnessError(f"--repeats must be an integer from 1 to 10, got {self.repeats!r}.")
         c = self.capacity_requests
         if c is not None and (isinstance(c, bool) or not isinstance(c, int) or not (c == 0 or c >= 10)):
             raise HarnessError(f"--capacity-requests must be 0 (no capacity measurement) or an integer >= 10 (the 20th-80th "
@@ -279,7 +282,8 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                         probe = None
                 measure_points(url, served_name, work, state, twin, opts.duration_s, writer, pid, threads, say,
                                alive=lambda: _alive(eng, proc), fit_to_tokenizer=True,
-                               drain_limit_s=QUICK_DRAIN_FACTOR * opts.duration_s if opts.quick else None, probe=probe)
+                               drain_limit_s=QUICK_DRAIN_FACTOR * opts.duration_s if opts.quick else None, probe=probe,
+                               repeats=opts.repeats)
                 measure_capacity(url, served_name, state, opts.duration_s, writer, pid, threads, say,
                                  alive=lambda: _alive(eng, proc), fit_to_tokenizer=True, probe=probe, twin=twin)
             except BaseException:
@@ -320,7 +324,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
 def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, int], float, float, Any]], state: dict[str, Any],
                    twin: Any, duration_s: float, writer: Any, pid: int | None, threads: int, say: ProgressFn,
                    alive: Callable[[], None] = lambda: None, fit_to_tokenizer: bool = False, drain_limit_s: float | None = None,
-                   probe: "SpeedProbe | None" = None) -> None:
+                   probe: "SpeedProbe | None" = None, repeats: int = 1) -> None:
     """Run every served point with the load generator; results go into state["measurements"] and the loop_served table.
     `drain_limit_s` bounds each point's drain (--quick): requests still running then are cancelled and the point is cut."""
     from harness.target.twin import predict_point, requests_from_rows  # noqa: PLC0415
@@ -348,9 +352,20 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
                 writer.append("loop_prediction", [{k: v for k, v in state["served"][pt].to_dict().items() if k != "measured"}
                                                   | state["served"][pt].predicted | {"revision": 3}])
         path = save_artifact(art, wd)
-        m = measure_served(url, served_name, name, rate, str(path), duration_s, load_root, wd, pid, threads,
-                           request_timeout_s=max(120.0, 4 * duration_s), drain_limit_s=drain_limit_s)
-        alive()
+        ms = []
+        for rep in range(repeats):
+            if rep:
+                say(f"  repeat {rep + 1}/{repeats} of the same workload")
+            ms.append(measure_served(url, served_name, name, rate, str(path), duration_s, load_root, wd, pid, threads,
+                                     request_timeout_s=max(120.0, 4 * duration_s), drain_limit_s=drain_limit_s))
+            alive()
+            if writer:
+                writer.append("loop_served", [ms[-1].to_dict() | {"point": pt, "repeat": rep}])
+            if ms[-1].requests_ok == 0 and set(ms[-1].errors_by_class) <= {"connect"}:
+                break  # the engine is not reachable: said below, no point in repeating
+        m = combine_repeats(ms)
+        if repeats > 1:
+            state.setdefault("repeats", {})[pt] = ms
         if m.requests_ok == 0:
             if set(m.errors_by_class) <= {"connect"}:
                 raise HarnessError(f"no request of the {name} point at {rate:.3g} req/s reached the engine ({m.errors_by_class}); "
@@ -358,8 +373,6 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
             state["notes"].append(f"{name} at {rate:.3g} req/s: no request succeeded ({m.errors_by_class}); the point has no "
                                   f"measured figures (load run {m.run_dir})")
         state["measurements"][pt] = m
-        if writer:
-            writer.append("loop_served", [m.to_dict() | {"point": pt}])
 
 
 def capacity_work(mixes: Sequence[tuple[int, int]], n_requests: int, seed: int, first_point: int) -> dict[str, tuple[int, Any]]:
@@ -421,7 +434,7 @@ def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration
                                f"is it serving at {url}? Load run: {m.run_dir}")
         state.setdefault("capacity_measurements", {})[name] = (pt, art.count, m)
         if writer:
-            writer.append("loop_served", [m.to_dict() | {"point": pt}])
+            writer.append("loop_served", [m.to_dict() | {"point": pt, "repeat": 0}])
 
 
 def speed_probe_s(url: str, served_name: str, prompt_tokens: int, vocab: int, pid: int | None, threads: int) -> float | None:
@@ -562,7 +575,8 @@ def served_rows(state: dict[str, Any]) -> list[ServedComparison]:
             m = state["measurements"].get(p.point)
             if m is None:
                 continue
-            rows += compare_served(mix, p.point, p.rate_per_s, p.rate_fraction_of_capacity, ServedFigures(**p.predicted), m)
+            rows += compare_served(mix, p.point, p.rate_per_s, p.rate_fraction_of_capacity, ServedFigures(**p.predicted), m,
+                                   repeats=state.get("repeats", {}).get(p.point))
         burst = state.get("capacity_measurements", {}).get(mix)
         if burst is not None:
             pt, n, m = burst
@@ -587,7 +601,9 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
 
     if twin is None or not (state.get("measurements") or state.get("capacity_measurements")):
         return []
-    items = [(p.mix, state.get("artifacts", {}).get(p.point), state["measurements"].get(p.point)) for p in state["served"]]
+    reps = state.get("repeats") or {}
+    items = [(p.mix, state.get("artifacts", {}).get(p.point), m) for p in state["served"]
+             for m in (reps.get(p.point) or [state["measurements"].get(p.point)])]
     items += [(mix, state["capacity_work"][mix][1], m) for mix, (_, _, m) in (state.get("capacity_measurements") or {}).items()]
     by_mix: dict[str, tuple[list[Any], list[Any]]] = {}
     try:

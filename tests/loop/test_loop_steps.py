@@ -273,3 +273,28 @@ def test_step_scale_multiplies_every_iteration():
     assert run(1.5) == pytest.approx(1.5 * run(1.0))
     with pytest.raises(HarnessError, match="step_scale"):
         run(0.0)
+
+
+def test_repeats_are_combined_by_median_and_their_spread_shown():
+    from harness.loop.compare import repeat_spread_pct
+    from harness.loop.measure import ServedMeasurement, combine_repeats
+
+    def m(ttft, tpot, share, run):
+        return ServedMeasurement("512/64", 1.0, run, 10, 10, {"ok": 10}, 1.0, 64.0, ttft, 2 * ttft, tpot, 5.0, None, 9.0, share,
+                                 512.0, 64.0)
+
+    ms = [m(1.0, 0.05, 0.95, "a"), m(1.2, 0.06, 0.80, "b"), m(1.1, None, 0.97, "c")]
+    c = combine_repeats(ms)
+    assert c.ttft_p50_s == pytest.approx(1.1) and c.tpot_p50_s == pytest.approx(0.055) and c.run_dir == "a"
+    assert c.requests_ok == 30 and c.errors_by_class == {"ok": 30} and c.engine_cpu_share == 0.80 and c.contended
+    assert combine_repeats(ms[:1]) is ms[0]
+    assert repeat_spread_pct([1.0, 1.2, 1.1]) == pytest.approx(20 / 1.1) and repeat_spread_pct([1.0, None]) is None
+    rows = compare_served("512/64", 0, 1.0, 0.5, _Fig(ttft_p50_s=1.1, tpot_p50_s=0.05), _Fig(ttft_p50_s=1.1, tpot_p50_s=0.05),
+                          repeats=[_Fig(ttft_p50_s=1.0), _Fig(ttft_p50_s=1.4)])
+    by = {r.metric: r for r in rows}
+    assert "2 repeats of the same workload: 1000 ms, 1400 ms (spread 33 % of the median, wider than the target)" in by["ttft_p50_s"].note
+    assert by["e2e_p50_s"].note == ""  # only judged figures carry the spread
+    with pytest.raises(HarnessError, match="--repeats"):
+        from harness.loop.run import LoopOptions
+
+        LoopOptions(repeats=0)

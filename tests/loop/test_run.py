@@ -116,6 +116,18 @@ def test_capacity_is_measured_with_a_burst_and_predicted_for_the_same_requests(t
     assert "| 48/6 | all at once | ∞ | 12 |" in md and "capacity burst" in md
 
 
+def test_repeats_measure_each_point_again_and_show_the_spread(tmp_path, fixed_constants):
+    model = write_random_gguf(tmp_path / "rand.gguf")
+    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, repeats=2, rate_fractions=(0.3,)),
+                 progress=None)
+    assert r.status == "complete"
+    served = Run(r.run_dir).table("loop_served")
+    assert sorted(served["repeat"]) == [0, 1] and set(served["point"]) == {0}
+    ttft = next(c for c in r.served_comparisons if c.metric == "ttft_p50_s")
+    assert "2 repeats of the same workload" in ttft.note
+    assert r.served[0].measured["requests_ok"] == 2 * r.served[0].requests
+
+
 def test_without_probe_the_steps_are_unscaled(tmp_path, fixed_constants):
     model = write_random_gguf(tmp_path / "rand.gguf")
     r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path), progress=None)  # probe off by default
