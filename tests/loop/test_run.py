@@ -126,6 +126,14 @@ def test_repeats_measure_each_point_again_and_show_the_spread(tmp_path, fixed_co
     ttft = next(c for c in r.served_comparisons if c.metric == "ttft_p50_s")
     assert "2 repeats of the same workload" in ttft.note
     assert r.served[0].measured["requests_ok"] == 2 * r.served[0].requests
+    # the repeat sends other words of the same lengths (an identical prompt would be served from the prompt cache)
+    from harness.loop.run import fresh_prompts
+
+    rows = [{"prompt": "a b c", "prompt_tokens_target": 48, "intended_s": 0.5, "max_tokens": 6}]
+    again = fresh_prompts(rows, salt=1)
+    assert again[0]["prompt"] != rows[0]["prompt"] and {k: v for k, v in again[0].items() if k != "prompt"} == \
+        {k: v for k, v in rows[0].items() if k != "prompt"}
+    assert fresh_prompts(rows, salt=1) == again and fresh_prompts(rows, salt=2) != again
 
 
 def test_without_probe_the_steps_are_unscaled(tmp_path, fixed_constants):
