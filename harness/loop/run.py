@@ -356,7 +356,7 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
         for rep in range(repeats):
             if rep:  # same arrivals and lengths, other words: an identical prompt would hit the engine's prompt cache
                 say(f"  repeat {rep + 1}/{repeats} of the same workload (fresh prompt words)")
-                rows = fresh_prompts(art.rows, salt=rep)
+                rows = fresh_prompts(art.rows, salt=1000 * pt + rep)  # unique per point too: the previous point's repeat is cached
                 if fit_to_tokenizer:
                     rows, _ = fit_prompts(url, rows)
                 wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
@@ -383,7 +383,9 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
 def fresh_prompts(rows: Sequence[dict[str, Any]], salt: int) -> list[dict[str, Any]]:
     """The rows with new prompt words of the same target length (arrivals, lengths and everything else kept): a
     repeat must not find its prompts in the engine's prompt cache (a repeated 512-token prompt's TTFT fell from 1.6 s
-    to 0.1 s on llama-server). The twin's prediction does not depend on the words (no shared prefix in these mixes)."""
+    to 0.1 s on llama-server), so `salt` must differ for every (point, repeat): with the repeat alone as salt, the next
+    point's repeat resent the previous point's words. The twin's prediction does not depend on the words (no shared
+    prefix in these mixes)."""
     from workloads.prompts import prompt_text  # noqa: PLC0415
 
     return [{**r, "prompt": prompt_text(int(r["prompt_tokens_target"]), 1_000_003 * (salt + 1) + 7919 * i + 13)}
