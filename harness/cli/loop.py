@@ -67,15 +67,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rates", default="0.2,0.5,0.8,1.2", help="arrival rates as fractions of the predicted capacity (default: %(default)s)")
     parser.add_argument("--point-duration-s", type=float, default=None, help="seconds of load per served point (default 60; 10 with --quick)")
     parser.add_argument("--capacity-requests", type=int, default=None,
-                        help="cpu: requests of the capacity burst per mix, sent at once; the capacity is the completion rate between "
-                             "the 20th and 80th percentile completion, predicted for the same requests (default 6 x slots; "
+                        help="cpu: requests of the capacity burst per mix, sent at once; the capacity is the output tokens between the "
+                             "20th and 80th percentile completion over the mean output, predicted for the same requests (default 6 x slots; "
                              "0 = no burst, the default with --quick: capacity is then read from the overloaded point)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="cpu: measure each served point's workload this many times back to back (1-10); the median is "
                              "compared and each judged figure's spread over the repeats is shown beside its error (default 1)")
     parser.add_argument("--probe", action="store_true",
                         help="cpu: time a 24-token batch-1 request after the stages and before each served point, and scale the "
-                             "twin's steps for that point by it (experimental: it made the 2026-12-01 run worse, docs/loop-cpu.md)")
+                             "twin's steps for that point by it (experimental: it did not help on 2026-12-01, docs/loop-cpu.md)")
     parser.add_argument("--seed", type=int, default=0, help="workload seed (arrivals and prompts; the twin replays the same)")
     parser.add_argument("--no-stages", action="store_true", help="skip the isolated prefill/decode measurements")
     parser.add_argument("--no-served", action="store_true", help="skip the served-load points")

@@ -155,7 +155,8 @@ def compare_capacity(mix: str, point: int, rate: float, fraction: float, predict
     saturated = meas.request_throughput_per_s < 0.97 * rate
     e = _err(predicted_rps, m)
     tgt = TARGETS_PCT["capacity_rps"]
-    note = "measured: completions/s between the 20th and 80th percentile completion at this overloaded point"
+    note = ("measured: output tokens/s between the 20th and 80th percentile completion at this overloaded point, over the "
+            "mean output")
     met = None
     if not saturated:
         note = (f"not saturated at {rate:.3g} req/s (served {meas.request_throughput_per_s:.3g}/s): the measured figure is "
@@ -169,14 +170,14 @@ def compare_capacity(mix: str, point: int, rate: float, fraction: float, predict
 def compare_capacity_burst(mix: str, point: int, n_requests: int, predicted_rps: float, meas: Any, *,
                            held_out: bool = True) -> ServedComparison:
     """Predicted capacity against the capacity measurement: `n_requests` requests sent at once (offered rate
-    unbounded, so rate and fraction are inf), completions/s between the 20th and 80th percentile completion; the twin
-    predicted the same statistic for the same requests. Judged when every request completed and the engine was not
+    unbounded, so rate and fraction are inf), requests/s by harness.target.saturation (output tokens between the 20th
+    and 80th percentile completion over the mean output); the twin predicted the same statistic for the same requests. Judged when every request completed and the engine was not
     contended; a burst with failures is reported, not judged."""
     m = meas.saturated_rps
     e = _err(predicted_rps, m)
     tgt = TARGETS_PCT["capacity_rps"]
-    note = (f"measured: completions/s between the 20th and 80th percentile completion of {n_requests} requests sent at once "
-            "(the twin predicts the same statistic for the same requests)")
+    note = (f"measured: output tokens/s between the 20th and 80th percentile completion of {n_requests} requests sent at once, "
+            "over the mean output (the twin predicts the same statistic for the same requests)")
     met = None
     if meas.requests_ok < n_requests:
         note += f"; only {meas.requests_ok} of {n_requests} completed ({meas.errors_by_class}), not judged"

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from harness.engines import http
 from harness.errors import HarnessError
-from harness.target.saturation import saturated_rates, saturation_window
+from harness.target.saturation import completion_rate, saturated_rates, saturation_window
 from harness.telemetry.proc import process_cpu_s
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ class ServedMeasurement:
     ttft_p90_s: float | None
     tpot_p50_s: float | None
     e2e_p50_s: float | None
-    saturated_rps: float | None  # completions/s between the 20th and 80th percentile completion
+    saturated_rps: float | None  # requests/s by harness.target.saturation (output tokens in the 20th-80th pct completion window)
     engine_busy_s: float  # union of [sent, last byte] over the requests: the engine had work
     engine_cpu_share: float | None  # engine CPU-s / (busy_s × threads)
     engine_prompt_tokens_median: float | None  # timings.prompt_n as the engine counted
@@ -317,13 +317,11 @@ def saturated_rate(finished_s: list[float], chunk_s: Sequence[Sequence[float]] |
     the 20th and 80th percentile completion instant, over that time and the mean output length. `chunk_s` holds each
     request's content-chunk instants and `output_tokens` its token count (a chunk carries count / chunks tokens).
     Without chunks: completions in the window over its length (None below 10 completions)."""
+    if chunk_s is None or output_tokens is None:
+        return completion_rate(finished_s)
     w = saturation_window(finished_s)
     if w is None:
         return None
-    if chunk_s is None or output_tokens is None:
-        fin = sorted(finished_s)
-        i20, i80 = int(0.2 * len(fin)), int(0.8 * len(fin))
-        return (i80 - i20) / (w[1] - w[0])
     per_chunk = [(float(n) / len(c) if n == n and n > 0 else 1.0) if len(c) else 0.0 for c, n in zip(chunk_s, output_tokens)]
 
     def tokens_in(a: float, b: float) -> float:

@@ -8,7 +8,6 @@ Served load: the twin (harness.target.twin) simulates the seeded workload at eac
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -58,27 +57,21 @@ def predict(gm: GgufModel, c: CpuConstants, *, prompt_tokens: int, decode_prompt
 
 
 def served_predictions(twin: Any, mixes: tuple[tuple[int, int], ...], rate_fractions: tuple[float, ...], duration_s: float,
-                       seed: int, capacity_requests: int = 0
+                       seed: int, bursts: dict[str, Any] | None = None
                        ) -> tuple[dict[str, dict[str, float]], list[Any], list[tuple[int, tuple[int, int], float, float, Any]]]:
     """The twin's capacity per mix and its prediction at every (mix, rate) point of the seeded workloads.
 
     Returns (capacity by mix, ServedPoint list, work list of (point, mix, fraction, rate, artifact)) — the artifacts
     are what the measurement then sends, so the prediction and the measurement see the same arrivals and lengths.
-    With `capacity_requests` N > 0 the capacity is the twin's figure for the burst the loop then measures
-    (`capacity_workload`: N requests sent at once); otherwise a long simulated backlog (max(40, 12 × slots))."""
+    The capacity is `twin_capacity`'s: for the mix's burst artifact in `bursts` (by mix name) when there is one."""
     from harness.loop.report import ServedPoint  # noqa: PLC0415
-    from harness.target.twin import capacity, predict_point, requests_from_rows  # noqa: PLC0415
+    from harness.target.twin import predict_point, requests_from_rows  # noqa: PLC0415
 
-    caps: dict[str, dict[str, float]] = {}
+    caps = twin_capacity(twin, mixes, bursts or {})
     points: list[Any] = []
     work: list[tuple[int, tuple[int, int], float, float, Any]] = []
     for mix in mixes:
         name = f"{mix[0]}/{mix[1]}"
-        if capacity_requests:
-            caps[name] = burst_capacity(twin, capacity_workload(mix, capacity_requests, seed))
-        else:
-            cap_rps, cap_tok = capacity(twin.make_scheduler, mix[0], mix[1], slots=twin.slots)
-            caps[name] = {"requests_per_s": cap_rps, "output_tokens_per_s": cap_tok}
         cap_rps = caps[name]["requests_per_s"]
         for f in rate_fractions:
             pt = len(work)
@@ -90,10 +83,27 @@ def served_predictions(twin: Any, mixes: tuple[tuple[int, int], ...], rate_fract
     return caps, points, work
 
 
+def twin_capacity(twin: Any, mixes: tuple[tuple[int, int], ...], bursts: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The twin's capacity per mix: for the mix's burst artifact (`capacity_workload`, by mix name) the statistic the
+    loop then measures on it, otherwise a long simulated backlog (max(40, 12 × slots) requests)."""
+    from harness.target.twin import capacity  # noqa: PLC0415
+
+    out: dict[str, dict[str, float]] = {}
+    for m in mixes:
+        name = f"{m[0]}/{m[1]}"
+        if name in bursts:
+            out[name] = burst_capacity(twin, bursts[name])
+        else:
+            rps, tok = capacity(twin.make_scheduler, m[0], m[1], slots=twin.slots)
+            out[name] = {"requests_per_s": rps, "output_tokens_per_s": tok}
+    return out
+
+
 def capacity_workload(mix: tuple[int, int], n_requests: int, seed: int) -> Any:
     """The capacity measurement: `n_requests` requests of one mix, all intended at t = 0 (a backlog that keeps every
-    slot busy), prompts seeded apart from the rate points'. The measured figure is the completion rate between the
-    20th and the 80th percentile completion; the twin predicts that same statistic for these same requests."""
+    slot busy), prompts seeded apart from the rate points'. The measured figure is harness.target.saturation's (output
+    tokens between the 20th and 80th percentile completion, over the mean output); the twin predicts that same
+    statistic for these same requests."""
     from workloads.mixes import single_turn  # noqa: PLC0415
     from workloads.schedule import make_schedule  # noqa: PLC0415
 

@@ -149,7 +149,8 @@ def _served(r: LoopReport) -> list[str]:
                      f"unified KV {'on' if st.get('kv_unified') else 'off'}, SWA checkpoints {'on' if st.get('swa_checkpoints') else 'off'}; "
                      f"step times: {r.twin.get('source')}.")
     if r.capacity:
-        how = ("completions/s between the 20th and 80th percentile completion of the capacity burst the loop sends"
+        how = ("output tokens/s between the 20th and 80th percentile completion of the capacity burst the loop sends, over "
+               "the mean output"
                if any("burst_requests" in c for c in r.capacity.values()) else "a long simulated backlog")
         lines += ["", f"Predicted capacity (throughput at saturation, simulated; {how}): " + "; ".join(
             f"{mix}: {c['requests_per_s']:.3f} req/s = {c['output_tokens_per_s']:.1f} output tokens/s" for mix, c in r.capacity.items()), ""]

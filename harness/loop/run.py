@@ -26,7 +26,7 @@ from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
 from harness.loop.compare import (ServedComparison, compare, compare_capacity, compare_capacity_burst, compare_served,
                                   served_verdict)
 from harness.loop.measure import ServedMeasurement, combine_repeats, completion_body, fit_prompts, measure_decode, measure_prefill, measure_served, token_prompt
-from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions
+from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions, twin_capacity
 from harness.loop.report import LoopReport, ServedPoint
 
 DEFAULT_MIXES = ((512, 64), (128, 256))
@@ -66,8 +66,8 @@ class LoopOptions:
     capacity_requests: int | None = None  # the capacity burst: None = CAPACITY_BURST_PER_SLOT x slots (0 with quick); 0 = none
     repeats: int = 1  # each served point's workload measured this many times back to back; the median is compared
     probe: bool = False  # a host speed probe before each served point scales the twin's step times for it (opt-in:
-    # on 2026-12-01 it turned 8 of 18 figures within target into 5 of 18 on the same run: the 24-token batch-1 probe is
-    # too noisy to track the host's drift at batch 4 and in prefill; docs/loop-cpu.md)
+    # the 2026-12-01 15:31 run with it judged 7 of 18 within target; re-predicted offline from its twin.json, 5 of 18 with
+    # the probe's scales and 8 of 18 without: the 24-token batch-1 probe does not track batch-4 and prefill drift)
     seed: int = 0
     results_dir: str | None = "results"
     log_dir: str | None = None
@@ -236,10 +236,10 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
         if opts.served:
             n_cap = opts.capacity_burst(sched.slots)
             settings["capacity_requests"] = n_cap
-            state["capacity"], state["served"], work = served_predictions(twin, opts.mixes, opts.rate_fractions, opts.duration_s,
-                                                                          opts.seed, capacity_requests=n_cap)
+            state["capacity_work"] = capacity_work(opts.mixes, n_cap, opts.seed, first_point=len(opts.mixes) * len(opts.rate_fractions))
+            state["capacity"], state["served"], work = served_predictions(
+                twin, opts.mixes, opts.rate_fractions, opts.duration_s, opts.seed, bursts=_burst_artifacts(state))
             state["artifacts"] = {pt: art for pt, _, _, _, art in work}
-            state["capacity_work"] = capacity_work(opts.mixes, n_cap, opts.seed, first_point=len(work))
             for name, c in state["capacity"].items():
                 say(f"twin: {name} capacity {c['requests_per_s']:.3f} req/s ({c['output_tokens_per_s']:.1f} output tokens/s), simulated")
             if writer:
@@ -401,20 +401,9 @@ def capacity_work(mixes: Sequence[tuple[int, int]], n_requests: int, seed: int, 
     return {f"{m[0]}/{m[1]}": (first_point + i, capacity_workload(m, n_requests, seed)) for i, m in enumerate(mixes)}
 
 
-def predicted_capacity(twin: Any, mixes: Sequence[tuple[int, int]], bursts: dict[str, tuple[int, Any]]) -> dict[str, dict[str, float]]:
-    """The twin's capacity per mix: for the burst the loop measures when there is one, else a long simulated backlog."""
-    from harness.loop.predict import burst_capacity  # noqa: PLC0415
-    from harness.target.twin import capacity  # noqa: PLC0415
-
-    out: dict[str, dict[str, float]] = {}
-    for m in mixes:
-        name = f"{m[0]}/{m[1]}"
-        if name in bursts:
-            out[name] = burst_capacity(twin, bursts[name][1])
-        else:
-            rps, tok = capacity(twin.make_scheduler, m[0], m[1], slots=twin.slots)
-            out[name] = {"requests_per_s": rps, "output_tokens_per_s": tok}
-    return out
+def _burst_artifacts(state: dict[str, Any]) -> dict[str, Any]:
+    """{mix name: capacity burst artifact} of state["capacity_work"] (empty without bursts)."""
+    return {name: art for name, (_, art) in (state.get("capacity_work") or {}).items()}
 
 
 def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration_s: float, writer: Any, pid: int | None,
@@ -551,7 +540,7 @@ def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, 
         state["notes"].append(twin.notes[-1])
         say(f"iteration correction from the isolated decode: {per_b}; {it.value_s * 1e3:.2f} ms without decode tokens")
     state["twin"] = twin
-    state["capacity"] = predicted_capacity(twin, opts.mixes, state.get("capacity_work", {}))
+    state["capacity"] = twin_capacity(twin, opts.mixes, _burst_artifacts(state))
     for name, c in state["capacity"].items():
         say(f"twin: {name} capacity re-predicted with the overheads: {c['requests_per_s']:.3f} req/s, simulated "
             "(the served rates stay as set)")

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.target.saturation import saturated_rates, saturation_window
+from harness.target.saturation import completion_rate, saturated_rates, saturation_window
 from harness.target.timeline import SimRequest, Timeline
 
 
@@ -151,12 +151,11 @@ def saturation_capacity(make_scheduler: Callable[[], Any], shape: Iterable[tuple
     if by != "completions":
         raise HarnessError(f"saturation_capacity: by must be 'completions' or 'tokens', got {by!r}.")
     run = simulate(make_scheduler, reqs)
-    fin = np.sort(run.finished_s[np.isfinite(run.finished_s)])
-    if fin.size < 5:
-        raise HarnessError(f"only {fin.size} of {n_requests} requests completed in the capacity simulation; check the settings.")
-    i20, i80 = int(0.2 * fin.size), int(0.8 * fin.size)
-    span = fin[i80] - fin[i20]
-    rps = (i80 - i20) / span if span > 0 else math.inf
+    done = int(np.isfinite(run.finished_s).sum())
+    if done < 5:
+        raise HarnessError(f"only {done} of {n_requests} requests completed in the capacity simulation; check the settings.")
+    rate = completion_rate(run.finished_s, min_completions=5)
+    rps = math.inf if rate is None else rate  # None here: every completion in the window at one instant
     mean_out = float(np.mean([o for _, o in pairs]))
     return rps, rps * mean_out
 

@@ -391,7 +391,7 @@ class LlamaServerScheduler:
         steps = sum(ubatch_time_s(u, self.step_times) for u in ubs)
         n_decode = sum(1 for _, _, _, pr in segs if not pr)
         dt = max(0.0, steps + self.settings.iteration_extra_s(n_decode)) * self.settings.step_scale
-        n_sampled = sum(1 for sid, k, pos, pr in segs if not pr) + sum(
+        n_sampled = n_decode + sum(
             1 for sid, k, pos, pr in segs if pr and self.slots[sid].n_prompt + k >= self.slots[sid].req.input_tokens)  # type: ignore[union-attr]
         dt += n_sampled * self.settings.sample_s_per_token
         self.iterations += 1

@@ -34,3 +34,13 @@ def saturated_rates(window: tuple[float, float] | None, tokens_in_window: Callab
     a, b = window
     tok_s = float(tokens_in_window(a, b)) / (b - a)
     return tok_s / mean_output_tokens, tok_s
+
+
+def completion_rate(finished_s: Sequence[float], *, min_completions: int = 10) -> float | None:
+    """Requests/s by counting completions between the 20th and 80th percentile completion (the first estimator, kept
+    for chapter mode's pinned figures); None with fewer than `min_completions` or a window of zero length."""
+    w = saturation_window(finished_s, min_completions=min_completions)
+    if w is None:
+        return None
+    n = sum(1 for x in finished_s if math.isfinite(x))
+    return (int(SATURATION_QUANTILES[1] * n) - int(SATURATION_QUANTILES[0] * n)) / (w[1] - w[0])

@@ -58,6 +58,6 @@ def test_the_twin_reconstructs_its_own_steps():
     run = simulate(lambda: LlamaServerScheduler(settings, Steps()), [ArrivingRequest(0.0, 16, 20), ArrivingRequest(0.0, 16, 20)],
                    record_tokens=True)
     its = reconstruct(run.token_times_s)
-    by_b = {x.batch for x in its}
-    assert 2 in by_b
-    assert all(x.gap_s == pytest.approx(0.020) for x in its if x.batch == 2 and not x.first_tokens)
+    pairs = [x.gap_s for x in its if x.batch == 2 and not x.first_tokens]
+    assert len(pairs) >= 15  # 19 decode steps of both requests, less the ones next to the prompt
+    assert pairs == pytest.approx([0.020] * len(pairs))
