@@ -1,11 +1,14 @@
 """A stand-in for guidellm in the tool_compare tests: takes guidellm's `run` flags, streams the requests with urllib
-(concurrency threads), counts the " tok" events of each and writes guidellm's JSON report shape."""
+(`kind=concurrent`: that many threads; `kind=constant,rate=R`: one thread per request, started 1/R apart), counts the
+" tok" events of each, times its first one and writes guidellm's JSON report shape (output_tokens, response_id,
+time_to_first_token_ms)."""
 
 from __future__ import annotations
 
 import json
 import sys
 import threading
+import time
 import urllib.request
 
 
@@ -15,9 +18,25 @@ def main(argv: list[str]) -> int:
     backend, profile, data = kv("--backend"), kv("--profile"), kv("--data")
     count, out_path = int(kv("--constraint")["count"]), kv("--output")["path"]
     n_out = int(data["output_tokens"])
-    done: list[int] = []
+    done: list[dict] = []
     lock = threading.Lock()
     todo = list(range(count))
+
+    def one() -> None:
+        body = json.dumps({"model": backend["model"], "prompt": "a b c", "max_tokens": n_out, "stream": True}).encode()
+        req = urllib.request.Request(backend["target"] + backend["request_format"], data=body,
+                                     headers={"Content-Type": "application/json"})
+        t0 = time.perf_counter()
+        n, rid, ttft = 0, None, None
+        with urllib.request.urlopen(req, timeout=60) as r:
+            for line in r:
+                if b'"text":" tok"' in line:
+                    n += 1
+                    if ttft is None:
+                        ttft = (time.perf_counter() - t0) * 1e3
+                        rid = json.loads(line[6:])["id"]
+        with lock:
+            done.append({"output_tokens": n, "response_id": rid, "time_to_first_token_ms": ttft})
 
     def worker() -> None:
         while True:
@@ -25,21 +44,21 @@ def main(argv: list[str]) -> int:
                 if not todo:
                     return
                 todo.pop()
-            body = json.dumps({"model": backend["model"], "prompt": "a b c", "max_tokens": n_out, "stream": True}).encode()
-            req = urllib.request.Request(backend["target"] + backend["request_format"], data=body,
-                                         headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=60) as r:
-                n = r.read().count(b'"text":" tok"')
-            with lock:
-                done.append(n)
+            one()
 
-    threads = [threading.Thread(target=worker) for _ in range(int(profile["streams"]))]
-    for t in threads:
-        t.start()
+    if profile["kind"] == "constant":
+        threads = [threading.Thread(target=one) for _ in range(count)]
+        for t in threads:
+            t.start()
+            time.sleep(1.0 / float(profile["rate"]))
+    else:
+        threads = [threading.Thread(target=worker) for _ in range(int(profile["streams"]))]
+        for t in threads:
+            t.start()
     for t in threads:
         t.join()
     with open(out_path, "w") as fh:
-        json.dump({"benchmarks": [{"requests": {"successful": [{"output_tokens": n} for n in done]}}]}, fh)
+        json.dump({"benchmarks": [{"requests": {"successful": done}}]}, fh)
     return 0
 
 

@@ -178,3 +178,88 @@ def test_token_server_flags_are_checked(argv, flag):
     with pytest.raises(HarnessError) as e:
         tc.validate(_args(*argv))
     assert flag in str(e.value)
+
+
+# --- --mode light: client TTFT minus the server's own TTFT -------------------------------------------------------
+
+
+def test_light_pairs_by_response_id_and_by_quantile():
+    from harness.bench.tool_compare.light import client_minus_server, server_ttft_ms
+
+    log = {"request_ids": ["a", "b"], "arrival_ns": [0, 1_000_000_000], "request_index": [0, 0, 1, 1],
+           "token_index": [0, 1, 0, 1], "emit_ns": [100_000_000, 120_000_000, 1_102_000_000, 1_122_000_000]}
+    srv = server_ttft_ms(log)
+    assert srv == {"a": 100.0, "b": 102.0}
+    m = client_minus_server([("a", 101.0), ("b", 104.0)], srv)
+    assert m["matched_ms"]["p50"] == pytest.approx(1.5) and m["matched_ms"]["max"] == pytest.approx(2.0)
+    assert m["matched_share"] == 1.0
+    q = client_minus_server([(None, 101.0), (None, 104.0)], srv)  # no ids: quantile - the server's median (101)
+    assert "matched_ms" not in q and q["by_quantile_ms"]["p50"] == pytest.approx(1.5) and q["by_quantile_ms"]["n"] == 2
+
+
+def test_light_summary_takes_the_median_over_rounds():
+    runs = [{"tool": "ours", "round": i, "problems": [], "light": {"matched_ms": {"p50": p, "p90": p, "p99": 2 * p}}}
+            for i, p in ((1, 0.8), (2, 1.0), (3, 0.9))]
+    runs.append({"tool": "aiperf", "round": 1, "problems": [], "light": {"by_quantile_ms": {"p50": 0.7, "p90": 1.0, "p99": 2.0}}})
+    s = tc.summarise(runs)["light_client_minus_server_ttft_ms"]
+    assert s["ours"]["p50"] == pytest.approx(0.9) and s["ours"]["p99"] == pytest.approx(1.8) and s["ours"]["runs"] == 3
+    assert s["aiperf"]["pairing"] == "by_quantile_ms" and s["ours"]["pairing"] == "matched_ms"
+
+
+@pytest.mark.parametrize("argv, word", [(["--mode", "light", "--server", "target"], "--server target"),
+                                        (["--rate-per-s", "2"], "--mode light"),
+                                        (["--mode", "light", "--rate-per-s", "0"], "--rate-per-s")])
+def test_light_flags_are_checked(argv, word):
+    with pytest.raises(HarnessError) as e:
+        tc.validate(_args(*argv))
+    assert word in str(e.value)
+
+
+def test_light_defaults():
+    _, wl, _ = tc.validate(_args("--mode", "light"))
+    assert (wl.requests, wl.input_tokens, wl.output_tokens, wl.rate_per_s) == (300, 64, 50, 2.0)
+
+
+@pytest.mark.slow
+def test_light_mode_runs_ours_and_a_tool_against_the_emit_log(tmp_path):
+    import json
+    import sys
+    from pathlib import Path
+
+    fake = tmp_path / "guidellm"
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).parent / 'fake_guidellm.py'} \"$@\"\n")
+    fake.chmod(0o755)
+    out = tmp_path / "light.json"
+    rc = tc.main(["--mode", "light", "--guidellm", str(fake), "--requests", "8", "--rate-per-s", "8",
+                  "--output-tokens", "5", "--quiet-timeout-s", "0", "--sample-interval-s", "0.05",
+                  "--work-dir", str(tmp_path / "w"), "--out", str(out)])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert res["mode"] == "light" and "--ttft-s 0.1 --itl-s 0.02" in res["workload"]["target"]
+    for run in res["runs"]:
+        assert run["problems"] == [], run["problems"]
+        lt = run["light"]
+        assert lt["matched_share"] == 1.0 and lt["matched_ms"]["n"] == 8
+        assert 99.0 < lt["server_ttft_ms"]["p50"] < 150.0  # the server's fixed 100 ms TTFT
+        assert 0.0 < lt["matched_ms"]["p50"] < 50.0  # the client adds something, far less than the TTFT
+    s = res["summary"]["light_client_minus_server_ttft_ms"]
+    assert set(s) == {"ours", "guidellm"}
+
+
+def test_light_reads_each_tools_per_request_ttfts(tmp_path):
+    """The shapes of guidellm 0.8.1's out.json and AIPerf 0.13.0's profile_export.jsonl, as they wrote them here."""
+    import json
+
+    from harness.bench.tool_compare.adapters import ADAPTERS
+
+    (tmp_path / "out.json").write_text(json.dumps({"benchmarks": [{"requests": {"successful": [
+        {"response_id": "cmpl-1", "time_to_first_token_ms": 101.5, "output_tokens": 50},
+        {"response_id": "cmpl-2", "time_to_first_token_ms": None}]}}]}))
+    assert ADAPTERS["guidellm"].ttfts_ms(tmp_path, "") == [("cmpl-1", 101.5)]
+    art = tmp_path / "artifacts" / "x"
+    art.mkdir(parents=True)
+    recs = [{"metadata": {"x_request_id": "a"}, "metrics": {"time_to_first_token": {"value": 101.2, "unit": "ms"}}},
+            {"metadata": {"x_request_id": "b"}, "metrics": {"request_latency": {"value": 9.0, "unit": "ms"}}},
+            {"metadata": {}, "metrics": {"time_to_first_token": {"value": 5.0, "unit": "ms"}}, "error": {"code": 500}}]
+    (art / "profile_export.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    assert ADAPTERS["aiperf"].ttfts_ms(tmp_path, "") == [(None, 101.2)]  # no TTFT or an error: left out

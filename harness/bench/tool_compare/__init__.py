@@ -33,6 +33,10 @@ Method (docs/loadgen-speed.md, "Comparison with guidellm, AIPerf, inference-perf
 
 * `--server token` replaces the target by the one-token-per-write server (harness.bench.token_server: one `send` per
   token at `--server-itl-s`, default 1 ms; `--server-cpu` pins it), the way real servers write; same window and checks.
+* `--mode light` (issue 17's light-load comparison): the token server with its emit log (TTFT 100 ms, ITL 20 ms),
+  2 requests/s at a constant rate (`--rate-per-s`), 300 requests x 50 tokens; per tool, its own per-request TTFT
+  minus the server's TTFT (emit of token 0 − the instant the request was read), paired by response id where the tool
+  records one, by quantile where it does not (`light`; summary `light_client_minus_server_ttft_ms`).
 
 Run: .venv/bin/python -m harness.bench.tool_compare --guidellm /work/peers/guidellm/bin/guidellm \
          --aiperf /work/peers/aiperf/bin/aiperf --rounds 4 --out /tmp/tool_compare.json [--server token]
@@ -41,7 +45,8 @@ without --tokenizer a word-level one is written with write_word_tokenizer).
 Tools whose executable is not given are skipped; ours always runs unless `--tools` leaves it out.
 
 Modules: `adapters` (one adapter per tool: its command, environment and report; the registry ADAPTERS),
-`sampling` (the sampled run of one command and its load window), `run` (one run of one tool), `stats`
+`sampling` (the sampled run of one command and its load window), `run` (one run of one tool), `light` (client
+minus server TTFT), `stats`
 (best / median, ours / best other), `tokenizer` (the word-level tokenizer), `cli` (flags, `main`). The /proc
 accounting is harness.telemetry.proc.
 """

@@ -21,6 +21,7 @@ class Workload:
     input_tokens: int = 128
     output_tokens: int = 4096
     concurrency: int = 32
+    rate_per_s: float | None = None  # None: `concurrency` streams in flight; a rate: requests sent at that constant rate
 
     @property
     def tokens(self) -> int:
@@ -62,6 +63,11 @@ class ToolAdapter:
         """More fields of the run's record, from what was measured (`rec`)."""
         return {}
 
+    def ttfts_ms(self, run_dir: Path, stdout: str) -> list[tuple[str | None, float]]:
+        """(response id, or None where the tool records none; TTFT in ms) of each successful request, from the tool's
+        own per-request output (the light mode's client-minus-server TTFT)."""
+        raise NotImplementedError
+
 
 class Ours(ToolAdapter):
     name = "ours"
@@ -75,19 +81,26 @@ class Ours(ToolAdapter):
         from workloads.mixes import single_turn
         from workloads.schedule import burst
 
-        art = single_turn("cmp", burst(wl.requests, 1e-9, 1.0), input_tokens=wl.input_tokens,
-                          output_tokens=wl.output_tokens, api="completions")
+        from workloads.schedule import constant
+
+        sched = burst(wl.requests, 1e-9, 1.0) if wl.rate_per_s is None else constant(wl.rate_per_s, wl.requests / wl.rate_per_s)
+        art = single_turn("cmp", sched, input_tokens=wl.input_tokens, output_tokens=wl.output_tokens, api="completions")
         run_id = f"cmp-{run_dir.name}-{time.strftime('%Y%m%dT%H%M%S')}"  # run directories are never overwritten
         cfg = LoadConfig(target_url=url, artifact_path=str(save_artifact(art, run_dir)), run_id=run_id,
                          results_dir=str(run_dir / "results"), model="harness-fixed", fetch_emit_log=False,
-                         max_concurrency=wl.concurrency, progress=False, request_timeout_s=120.0, drain_timeout_s=120.0)
+                         max_concurrency=wl.concurrency if wl.rate_per_s is None else wl.requests, progress=False,
+                         request_timeout_s=120.0, drain_timeout_s=120.0)
         return [tools.python, "-m", "workloads.loadrun", str(cfg.save(run_dir / "load-config.json"))], REPO_ROOT
 
-    def report(self, run_dir: Path, stdout: str, wl: Workload) -> dict[str, Any]:
+    @staticmethod
+    def _run(stdout: str) -> Any:
         from harness.store import Run
 
         line = [ln for ln in stdout.splitlines() if ln.startswith('{"run_dir"')][-1]
-        run = Run(json.loads(line)["run_dir"])
+        return Run(json.loads(line)["run_dir"])
+
+    def report(self, run_dir: Path, stdout: str, wl: Workload) -> dict[str, Any]:
+        run = self._run(stdout)
         df = run.table("requests")
         ok = df[df["error_class"] == "ok"]
         cp = run.json("summary.json")["client_process"]
@@ -106,6 +119,12 @@ class Ours(ToolAdapter):
                                if cp["cpu_s"] else None}}
 
 
+    def ttfts_ms(self, run_dir: Path, stdout: str) -> list[tuple[str | None, float]]:
+        df = self._run(stdout).table("requests")
+        ok = df[df["error_class"] == "ok"]
+        return [(str(r), float(t) * 1e3) for r, t in zip(ok["response_id"], ok["ttft_s"])]
+
+
 class Guidellm(ToolAdapter):
     name = "guidellm"
     needs_tokenizer = True
@@ -113,7 +132,8 @@ class Guidellm(ToolAdapter):
     def command(self, url: str, wl: Workload, tools: Tools, run_dir: Path) -> tuple[list[str], Path]:
         return [tools.guidellm or "guidellm", "run",
                 "--backend", f"kind=openai_http,target={url},model=harness-fixed,request_format=/v1/completions",
-                "--profile", f"kind=concurrent,streams={wl.concurrency}",
+                "--profile", (f"kind=concurrent,streams={wl.concurrency}" if wl.rate_per_s is None
+                              else f"kind=constant,rate={wl.rate_per_s:g}"),
                 "--constraint", f"kind=max_requests,count={wl.requests}",
                 "--data", f"kind=synthetic_text,prompt_tokens={wl.input_tokens},output_tokens={wl.output_tokens}",
                 "--tokenizer", f"kind=huggingface_auto,model={tools.tokenizer}",
@@ -126,14 +146,25 @@ class Guidellm(ToolAdapter):
                 "output_tokens_seen": sorted(set(out_toks))[:5]}
 
 
-def guidellm_output_tokens(data: Any) -> list[Any]:
-    """Output tokens of each successful request in a guidellm JSON report (benchmarks[*].requests.successful[*])."""
+    def ttfts_ms(self, run_dir: Path, stdout: str) -> list[tuple[str | None, float]]:
+        return [(r.get("response_id"), float(r["time_to_first_token_ms"])) for r in
+                guidellm_successful(json.loads((run_dir / "out.json").read_text()))
+                if r.get("time_to_first_token_ms") is not None]
+
+
+def guidellm_successful(data: Any) -> list[dict[str, Any]]:
+    """The successful requests of a guidellm JSON report (benchmarks[*].requests.successful[*])."""
     out = []
     for b in data.get("benchmarks", []) if isinstance(data, dict) else []:
         for r in ((b.get("requests") or {}).get("successful") or []) if isinstance(b, dict) else []:
             if isinstance(r, dict):
-                out.append(r.get("output_tokens"))
+                out.append(r)
     return out
+
+
+def guidellm_output_tokens(data: Any) -> list[Any]:
+    """Output tokens of each successful request in a guidellm JSON report (benchmarks[*].requests.successful[*])."""
+    return [r.get("output_tokens") for r in guidellm_successful(data)]
 
 
 class Aiperf(ToolAdapter):
@@ -144,7 +175,9 @@ class Aiperf(ToolAdapter):
         return [tools.aiperf or "aiperf", "profile", "--model", "harness-fixed", "--url", url,
                 "--endpoint-type", "completions", "--streaming", "--tokenizer", str(tools.tokenizer),
                 "--isl", str(wl.input_tokens), "--isl-stddev", "0", "--osl", str(wl.output_tokens), "--osl-stddev", "0",
-                "--concurrency", str(wl.concurrency), "--request-count", str(wl.requests), "--use-server-token-count",
+                *(["--concurrency", str(wl.concurrency)] if wl.rate_per_s is None else
+                  ["--request-rate", f"{wl.rate_per_s:g}", "--request-rate-mode", "constant"]),
+                "--request-count", str(wl.requests), "--use-server-token-count",
                 "--ui-type", "none", "--artifact-dir", str(run_dir / "artifacts"), "--no-server-metrics",
                 "--no-gpu-telemetry"], run_dir
 
@@ -162,6 +195,17 @@ class Aiperf(ToolAdapter):
         osl = data.get("output_sequence_length", {})
         return {"requests_ok": rc.get("avg"), "output_tokens_min": osl.get("min"), "output_tokens_max": osl.get("max"),
                 "all_output_tokens_as_asked": osl.get("min") == osl.get("max") == wl.output_tokens}
+
+
+    def ttfts_ms(self, run_dir: Path, stdout: str) -> list[tuple[str | None, float]]:
+        files = sorted((run_dir / "artifacts").rglob("profile_export.jsonl"))
+        out: list[tuple[str | None, float]] = []
+        for line in files[-1].read_text().splitlines() if files else []:
+            rec = json.loads(line)
+            m = (rec.get("metrics") or {}).get("time_to_first_token") or {}
+            if rec.get("error") is None and m.get("unit") == "ms" and m.get("value") is not None:
+                out.append((None, float(m["value"])))  # AIPerf records no response id: paired by quantile
+        return out
 
 
 # tool name -> adapter, in the round-robin order of a round

@@ -14,7 +14,7 @@ from typing import Any
 
 import harness.bench.tool_compare as _package
 from harness.bench.tool_compare.adapters import ADAPTERS, TOOLS, Tools, Workload
-from harness.bench.tool_compare.run import one_run
+from harness.bench.tool_compare.run import LIGHT_TTFT_S, one_run
 from harness.bench.tool_compare.stats import summarise
 from harness.bench.tool_compare.tokenizer import write_word_tokenizer
 from harness.errors import HarnessError
@@ -40,7 +40,31 @@ def _executable(flag: str, value: str | None) -> str | None:
     return str(p.resolve())
 
 
+# per mode, the defaults of the flags left out (None); --mode light is issue 17's light-load TTFT comparison
+MODE_DEFAULTS = {
+    "throughput": {"requests": 256, "input_tokens": 128, "output_tokens": 4096, "concurrency": 32, "server": "target",
+                   "server_itl_s": 0.001, "rate_per_s": None},
+    "light": {"requests": 300, "input_tokens": 64, "output_tokens": 50, "concurrency": 32, "server": "token",
+              "server_itl_s": 0.02, "rate_per_s": 2.0},
+}
+
+
+def _mode_defaults(args: argparse.Namespace) -> None:
+    mode = getattr(args, "mode", "throughput")
+    if mode == "light" and args.server == "target":
+        raise HarnessError("--mode light compares TTFT with the token server's emit log; drop --server target "
+                           "(light implies --server token).")
+    if mode == "throughput" and args.rate_per_s is not None:
+        raise HarnessError("--rate-per-s applies to --mode light only; add --mode light or drop it.")
+    given_itl = args.server_itl_s is not None
+    for k, v in MODE_DEFAULTS[mode].items():
+        if getattr(args, k, None) is None:
+            setattr(args, k, v)
+    args.server_itl_given = given_itl
+
+
 def validate(args: argparse.Namespace) -> tuple[list[str], Workload, Tools]:
+    _mode_defaults(args)
     _positive("--rounds", args.rounds, integer=True)
     _positive("--requests", args.requests, integer=True)
     _positive("--input-tokens", args.input_tokens, integer=True)
@@ -56,7 +80,9 @@ def validate(args: argparse.Namespace) -> tuple[list[str], Workload, Tools]:
     n_cpu = os.cpu_count() or 1
     if args.server_cpu is not None and not 0 <= args.server_cpu < n_cpu:
         raise HarnessError(f"--server-cpu must be a core number from 0 to {n_cpu - 1}; got {args.server_cpu!r}.")
-    if args.server != "token" and (args.server_cpu is not None or args.server_itl_s != 0.001):
+    if args.rate_per_s is not None:
+        _positive("--rate-per-s", args.rate_per_s)
+    if args.server != "token" and (args.server_cpu is not None or args.server_itl_given):
         raise HarnessError("--server-itl-s and --server-cpu apply to --server token only; add --server token or drop them.")
     _positive("--max-loadavg", args.max_loadavg)
     _positive("--max-busy-pct", args.max_busy_pct)
@@ -88,7 +114,8 @@ def validate(args: argparse.Namespace) -> tuple[list[str], Workload, Tools]:
         raise HarnessError(f"--out {args.out!r}: its directory does not exist; create it or give another path.")
     if args.work_dir is not None and Path(args.work_dir).exists() and not Path(args.work_dir).is_dir():
         raise HarnessError(f"--work-dir {args.work_dir!r} exists and is not a directory; give a directory.")
-    wl = Workload(int(args.requests), int(args.input_tokens), int(args.output_tokens), int(args.concurrency))
+    wl = Workload(int(args.requests), int(args.input_tokens), int(args.output_tokens), int(args.concurrency),
+                  None if args.rate_per_s is None else float(args.rate_per_s))
     return chosen, wl, tools
 
 
@@ -101,20 +128,26 @@ def parser() -> argparse.ArgumentParser:
                                        "default: a word-level one written to the work directory")
     p.add_argument("--tools", default=None, help="comma-separated subset of ours,guidellm,aiperf (default: ours and every tool given)")
     p.add_argument("--rounds", type=int, default=1, help="rounds; each runs every tool once, in the order ours, guidellm, aiperf")
-    p.add_argument("--requests", type=int, default=256)
-    p.add_argument("--input-tokens", type=int, default=128)
-    p.add_argument("--output-tokens", type=int, default=4096)
-    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--requests", type=int, default=None, help="default 256; --mode light: 300")
+    p.add_argument("--input-tokens", type=int, default=None, help="default 128; --mode light: 64")
+    p.add_argument("--output-tokens", type=int, default=None, help="default 4096; --mode light: 50")
+    p.add_argument("--concurrency", type=int, default=None, help="default 32; --mode light: (unused: open loop)")
     p.add_argument("--sample-interval-s", type=float, default=0.1)
     p.add_argument("--run-timeout-s", type=float, default=600.0, help="a command running longer is stopped")
     p.add_argument("--max-loadavg", type=float, default=1.0, help="wait before each run until the 1-minute load average is below this")
     p.add_argument("--max-busy-pct", type=float, default=15.0, help="... and the CPUs were less busy than this over 3 s")
     p.add_argument("--quiet-timeout-s", type=float, default=120.0, help="wait at most this long for a quiet machine (recorded)")
-    p.add_argument("--server", choices=["target", "token"], default="target",
+    p.add_argument("--mode", choices=list(MODE_DEFAULTS), default="throughput",
+                   help="'throughput': client CPU per streamed token (the default); 'light': light-load TTFT, each tool's "
+                        "client TTFT minus the token server's own TTFT (2 req/s constant, 300 requests x 50 tokens, server "
+                        "TTFT 100 ms and ITL 20 ms, emit log on; docs/loadgen-speed.md)")
+    p.add_argument("--rate-per-s", type=float, default=None, help="--mode light: the constant request rate (default 2)")
+    p.add_argument("--server", choices=["target", "token"], default=None,
                    help="'target': the embedded fixed-timing target, each stream written whole (the figures of 2026-11-30); "
                         "'token': the independent one-token-per-write server (harness.bench.token_server), one send per token")
-    p.add_argument("--server-itl-s", type=float, default=0.001,
-                   help="--server token: the token cadence in seconds (default 0.001; 0: as fast as the server writes)")
+    p.add_argument("--server-itl-s", type=float, default=None,
+                   help="--server token: the token cadence in seconds (default 0.001, --mode light 0.02; 0: as fast as "
+                        "the server writes)")
     p.add_argument("--server-cpu", type=int, default=None, help="--server token: pin the server to this core (recorded)")
     p.add_argument("--work-dir", default=None, help="where runs keep their logs and samples (default: a new /tmp directory)")
     p.add_argument("--out", default=None, help="write the results as JSON here")
@@ -131,10 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         res: dict[str, Any] = {
             "host": {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
                      "kernel": platform.release()},
+            "mode": args.mode,
             "workload": {**asdict(wl), "tokens": wl.tokens, "api": "/v1/completions", "streaming": True,
                          "target": ("harness.target --profile fixed --ttft-s 0 --itl-s 0 (each stream written whole)"
                                     if args.server == "target" else
-                                    f"harness.bench.token_server --ttft-s 0 --itl-s {args.server_itl_s:g} (one send per token)"
+                                    f"harness.bench.token_server --ttft-s {LIGHT_TTFT_S if args.mode == 'light' else 0:g} "
+                                    f"--itl-s {args.server_itl_s:g} (one send per token)"
                                     + (f" --cpu {args.server_cpu}" if args.server_cpu is not None else "")),
                          "server": args.server},
             "tools": chosen, "work_dir": str(work_dir), "runs": []}

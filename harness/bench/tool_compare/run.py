@@ -7,13 +7,24 @@ import argparse
 import json
 import os
 import sys
+import urllib.request
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from harness.bench.tool_compare.adapters import Tools, Workload, adapter, tool_report
+from harness.bench.tool_compare.light import client_minus_server, server_ttft_ms
 from harness.bench.tool_compare.sampling import TargetPoller, find_load_window, run_sampled
 from harness.telemetry.proc import wait_quiet
+
+
+LIGHT_MIN_SHARE = 0.95  # --mode light: a tool's output must hold a TTFT for at least this share of the requests
+LIGHT_TTFT_S = 0.1  # --mode light: the token server's fixed TTFT (its ITL is --server-itl-s, 0.02 in that mode)
+
+
+def _emit_log(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url + "/harness/emit_log", timeout=60) as r:
+        return json.loads(r.read())
 
 
 def _server(args: argparse.Namespace) -> Any:
@@ -21,8 +32,9 @@ def _server(args: argparse.Namespace) -> Any:
     if getattr(args, "server", "target") == "token":
         from harness.bench.token_server import start_token_server
 
-        return start_token_server(ttft_s=0.0, itl_s=args.server_itl_s, cpu=args.server_cpu, emit_log=False,
-                                  max_lifetime_s=args.run_timeout_s + 120)
+        light = getattr(args, "mode", "throughput") == "light"
+        return start_token_server(ttft_s=LIGHT_TTFT_S if light else 0.0, itl_s=args.server_itl_s, cpu=args.server_cpu,
+                                  emit_log=light, max_lifetime_s=args.run_timeout_s + 120)
     from harness.target.process import start_target
 
     return start_target(["--profile", "fixed", "--ttft-s", "0", "--itl-s", "0"], max_lifetime_s=args.run_timeout_s + 120)
@@ -47,6 +59,7 @@ def one_run(tool: str, rnd: int, wl: Workload, tools: Tools, work_dir: Path, arg
             res = run_sampled(cmd, cwd=cwd, env=env, log_dir=run_dir, poller=poller,
                               n_requests=wl.requests, interval_s=args.sample_interval_s, timeout_s=args.run_timeout_s)
             target_final = poller.counters()
+            emits = _emit_log(t.url) if getattr(args, "mode", "throughput") == "light" else None
         finally:
             poller.close()
     samples = res.pop("samples")
@@ -77,8 +90,23 @@ def one_run(tool: str, rnd: int, wl: Workload, tools: Tools, work_dir: Path, arg
     rec["tokens_per_cpu_s_load_window"] = (rec["load_window"] or {}).get("tokens_per_cpu_s")
     rec["tokens_per_cpu_s_whole_command"] = rec["whole_command"]["tokens_per_cpu_s"]
     rec.update(ad.extra(rec, wl))
+    if emits is not None:
+        try:
+            rec["light"] = client_minus_server(ad.ttfts_ms(run_dir, stdout), server_ttft_ms(emits))
+        except (OSError, ValueError, KeyError, IndexError) as exc:
+            problems.append(f"the tool's per-request TTFTs could not be read: {type(exc).__name__}: {exc}")
+        else:
+            n = rec["light"]["client_ttft_ms"]["n"]
+            if n < LIGHT_MIN_SHARE * wl.requests:
+                problems.append(f"{n} TTFTs in the tool's output, expected {wl.requests}")
+            elif n != wl.requests:  # guidellm 0.8.1 reported 299 of 300 (the target served all 300)
+                rec["light"]["note"] = f"{n} of {wl.requests} requests in the tool's per-request output"
     rec["problems"] = problems
     lw = rec["load_window"] or {}
+    if rec.get("light"):
+        m = rec["light"].get("matched_ms") or rec["light"].get("by_quantile_ms") or {}
+        print(f"[tool_compare] round {rnd} {tool}: client - server TTFT p50 {m.get('p50', float('nan')):.3f} ms, "
+              f"p99 {m.get('p99', float('nan')):.3f} ms", file=sys.stderr, flush=True)
     print(f"[tool_compare] round {rnd} {tool}: window {lw.get('cpu_s', float('nan')):.2f} CPU s / {lw.get('wall_s', float('nan')):.2f} s "
           f"-> {(lw.get('tokens_per_cpu_s') or 0) / 1e3:.1f} k tok/CPU s; whole {res['rusage_cpu_s']:.2f} CPU s"
           + (f"; PROBLEMS: {problems}" if problems else ""), file=sys.stderr, flush=True)

@@ -39,8 +39,29 @@ def ratios(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return out
 
 
+def light_ttft(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """--mode light: per tool, the median over its runs of client − server TTFT p50 / p90 / p99 (ms), matched by
+    response id where the tool records one, else by quantile (the record says which)."""
+    out: dict[str, Any] = {}
+    for r in runs:
+        lt = r.get("light")
+        if not lt:
+            continue
+        how = "matched_ms" if "matched_ms" in lt else "by_quantile_ms"
+        t = out.setdefault(r["tool"], {"pairing": how, "runs": 0, **{q: [] for q in ("p50", "p90", "p99")}})
+        t["runs"] += 1
+        for q in ("p50", "p90", "p99"):
+            if q in lt.get(how, {}):
+                t[q].append(lt[how][q])
+    for t in out.values():
+        for q in ("p50", "p90", "p99"):
+            t[q] = statistics.median(t[q]) if t[q] else None
+    return out
+
+
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     ok = [r for r in runs if not r["problems"]]
-    return {"load_window": ratios(ok, "tokens_per_cpu_s_load_window"),
+    light = light_ttft(ok)
+    return {**({"light_client_minus_server_ttft_ms": light} if light else {}),"load_window": ratios(ok, "tokens_per_cpu_s_load_window"),
             "whole_command": ratios(ok, "tokens_per_cpu_s_whole_command"),
             "runs_left_out": [f"round {r['round']} {r['tool']}: {r['problems']}" for r in runs if r["problems"]]}
