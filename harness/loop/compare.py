@@ -145,46 +145,44 @@ def compare_served(mix: str, point: int, rate: float, fraction: float, pred: Any
     return out
 
 
+def _capacity_row(mix: str, point: int, rate: float, fraction: float, predicted_rps: float, meas: Any, note: str,
+                  judgeable: bool, held_out: bool) -> ServedComparison:
+    """The capacity row: judged when the measurement is one (`judgeable`), held out and not contended."""
+    m = meas.saturated_rps
+    e = _err(predicted_rps, m)
+    tgt = TARGETS_PCT["capacity_rps"]
+    met = bool(abs(e) <= tgt) if judgeable and e is not None and not meas.contended and held_out else None  # bool(): a numpy
+    # bool would render as "not judged" (it is not `False`)
+    return ServedComparison(mix, point, rate, fraction, "capacity_rps", predicted_rps, m, e, held_out, meas.contended,
+                            meas.engine_cpu_share, tgt, met, note)
+
+
 def compare_capacity(mix: str, point: int, rate: float, fraction: float, predicted_rps: float, meas: Any, *,
                      held_out: bool = True) -> ServedComparison:
     """Predicted saturation capacity against the measured completion rate at a point above predicted capacity.
 
     The measurement is a capacity only when the engine was saturated there: served less than 97 % of what
     was offered. Otherwise it is a lower bound (the twin under-predicted capacity) and is reported, not judged."""
-    m = meas.saturated_rps
     saturated = meas.request_throughput_per_s < 0.97 * rate
-    e = _err(predicted_rps, m)
-    tgt = TARGETS_PCT["capacity_rps"]
     note = ("measured: output tokens/s between the 20th and 80th percentile completion at this overloaded point, over the "
-            "mean output")
-    met = None
-    if not saturated:
-        note = (f"not saturated at {rate:.3g} req/s (served {meas.request_throughput_per_s:.3g}/s): the measured figure is "
-                "a lower bound on capacity, not judged")
-    elif e is not None and not meas.contended and held_out:
-        met = bool(abs(e) <= tgt)  # a numpy bool would render as "not judged" (it is not `False`)
-    return ServedComparison(mix, point, rate, fraction, "capacity_rps", predicted_rps, m, e, held_out, meas.contended,
-                            meas.engine_cpu_share, tgt, met, note)
+            "mean output" if saturated else
+            f"not saturated at {rate:.3g} req/s (served {meas.request_throughput_per_s:.3g}/s): the measured figure is "
+            "a lower bound on capacity, not judged")
+    return _capacity_row(mix, point, rate, fraction, predicted_rps, meas, note, saturated, held_out)
 
 
 def compare_capacity_burst(mix: str, point: int, n_requests: int, predicted_rps: float, meas: Any, *,
                            held_out: bool = True) -> ServedComparison:
     """Predicted capacity against the capacity measurement: `n_requests` requests sent at once (offered rate
     unbounded, so rate and fraction are inf), requests/s by harness.target.saturation (output tokens between the 20th
-    and 80th percentile completion over the mean output); the twin predicted the same statistic for the same requests. Judged when every request completed and the engine was not
-    contended; a burst with failures is reported, not judged."""
-    m = meas.saturated_rps
-    e = _err(predicted_rps, m)
-    tgt = TARGETS_PCT["capacity_rps"]
+    and 80th percentile completion over the mean output); the twin predicted the same statistic for the same requests.
+    Judged when every request completed and the engine was not contended; a burst with failures is reported, not
+    judged."""
+    complete = meas.requests_ok >= n_requests
     note = (f"measured: output tokens/s between the 20th and 80th percentile completion of {n_requests} requests sent at once, "
-            "over the mean output (the twin predicts the same statistic for the same requests)")
-    met = None
-    if meas.requests_ok < n_requests:
-        note += f"; only {meas.requests_ok} of {n_requests} completed ({meas.errors_by_class}), not judged"
-    elif e is not None and not meas.contended and held_out:
-        met = bool(abs(e) <= tgt)
-    return ServedComparison(mix, point, math.inf, math.inf, "capacity_rps", predicted_rps, m, e, held_out, meas.contended,
-                            meas.engine_cpu_share, tgt, met, note)
+            "over the mean output (the twin predicts the same statistic for the same requests)"
+            + ("" if complete else f"; only {meas.requests_ok} of {n_requests} completed ({meas.errors_by_class}), not judged"))
+    return _capacity_row(mix, point, math.inf, math.inf, predicted_rps, meas, note, complete, held_out)
 
 
 @dataclass(frozen=True)

@@ -336,13 +336,8 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
         name = f"{mix[0]}/{mix[1]}"
         say(f"served point {pt + 1}/{len(work)}: {name} at {rate:.3f} req/s ({f:.0%} of predicted capacity), {art.count} requests")
         wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
-        inexact = 0
-        if fit_to_tokenizer:
-            rows, inexact = fit_prompts(url, art.rows)
-            art = WorkloadArtifact(art.name, rows, art.meta)
-            if inexact:
-                state["notes"].append(f"{name} point {pt}: {inexact} prompts could not be made exactly {mix[0]} tokens; "
-                                      "the twin was given the engine's count")
+        art, inexact = _fitted(url, art, fit_to_tokenizer, state, f"{name} point {pt}: {{n}} prompts could not be made "
+                               f"exactly {mix[0]} tokens; the twin was given the engine's count")
         scale = probe.scale() if probe is not None else None
         if inexact or scale is not None:  # re-predict with the counts the engine will see and the host's speed now
             tw = scaled_twin(twin, scale)
@@ -366,18 +361,40 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
             alive()
             if writer:
                 writer.append("loop_served", [ms[-1].to_dict() | {"point": pt, "repeat": rep}])
-            if ms[-1].requests_ok == 0 and set(ms[-1].errors_by_class) <= {"connect"}:
-                break  # the engine is not reachable: said below, no point in repeating
+            if _unreachable(ms[-1]):
+                break  # said below, no point in repeating
         m = combine_repeats(ms)
         if repeats > 1:
             state.setdefault("repeats", {})[pt] = ms
+        _refuse_unreachable(m, f"the {name} point at {rate:.3g} req/s", url)
         if m.requests_ok == 0:
-            if set(m.errors_by_class) <= {"connect"}:
-                raise HarnessError(f"no request of the {name} point at {rate:.3g} req/s reached the engine ({m.errors_by_class}); "
-                                   f"is it serving at {url}? Load run: {m.run_dir}")
             state["notes"].append(f"{name} at {rate:.3g} req/s: no request succeeded ({m.errors_by_class}); the point has no "
                                   f"measured figures (load run {m.run_dir})")
         state["measurements"][pt] = m
+
+
+def _fitted(url: str, art: Any, fit_to_tokenizer: bool, state: dict[str, Any], note: str) -> tuple[Any, int]:
+    """`art` with its prompts fitted to the engine's tokenizer (when asked) and how many could not be made exact; a
+    note (`note` with {n} for the count) is kept when some could not."""
+    if not fit_to_tokenizer:
+        return art, 0
+    from workloads.artifact import WorkloadArtifact  # noqa: PLC0415
+
+    rows, inexact = fit_prompts(url, art.rows)
+    if inexact:
+        state["notes"].append(note.format(n=inexact))
+    return WorkloadArtifact(art.name, rows, art.meta), inexact
+
+
+def _unreachable(m: Any) -> bool:
+    """No request of the measurement reached the engine (every one failed to connect)."""
+    return m.requests_ok == 0 and set(m.errors_by_class) <= {"connect"}
+
+
+def _refuse_unreachable(m: Any, what: str, url: str) -> None:
+    if _unreachable(m):
+        raise HarnessError(f"no request of {what} reached the engine ({m.errors_by_class}); is it serving at {url}? "
+                           f"Load run: {m.run_dir}")
 
 
 def fresh_prompts(rows: Sequence[dict[str, Any]], salt: int) -> list[dict[str, Any]]:
@@ -411,7 +428,7 @@ def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration
                      probe: "SpeedProbe | None" = None, twin: Any = None) -> None:
     """Send each mix's capacity burst (state["capacity_work"]) with the load generator; the measurement goes into
     state["capacity_measurements"][mix] = (point, requests, ServedMeasurement) and a loop_served row (kind capacity-burst)."""
-    from workloads.artifact import WorkloadArtifact, save_artifact  # noqa: PLC0415
+    from workloads.artifact import save_artifact  # noqa: PLC0415
 
     bursts = state.get("capacity_work") or {}
     load_root = str(Path(writer.path) / "load") if writer else tempfile.mkdtemp(prefix="harness-loop-load-")
@@ -420,11 +437,8 @@ def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration
         cap = state["capacity"][name]["requests_per_s"]
         say(f"capacity: {name}, {art.count} requests sent at once (predicted {cap:.3f} req/s: about {art.count / cap:.0f} s)")
         wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
-        if fit_to_tokenizer:
-            rows, inexact = fit_prompts(url, art.rows)
-            art = WorkloadArtifact(art.name, rows, art.meta)
-            if inexact:
-                state["notes"].append(f"{name} capacity burst: {inexact} prompts could not be made exactly the mix's length")
+        art, _ = _fitted(url, art, fit_to_tokenizer, state, f"{name} capacity burst: {{n}} prompts could not be made exactly "
+                         "the mix's length")
         scale = probe.scale() if probe is not None and twin is not None else None
         if scale is not None:
             from harness.loop.predict import burst_capacity  # noqa: PLC0415
@@ -435,9 +449,7 @@ def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration
         m = measure_served(url, served_name, name, math.inf, str(path), 0.0, load_root, wd, pid, threads,
                            request_timeout_s=max(120.0, 4 * duration_s, wait_s))
         alive()
-        if m.requests_ok == 0 and set(m.errors_by_class) <= {"connect"}:
-            raise HarnessError(f"no request of the {name} capacity burst reached the engine ({m.errors_by_class}); "
-                               f"is it serving at {url}? Load run: {m.run_dir}")
+        _refuse_unreachable(m, f"the {name} capacity burst", url)
         state.setdefault("capacity_measurements", {})[name] = (pt, art.count, m)
         if writer:
             writer.append("loop_served", [m.to_dict() | {"point": pt, "repeat": 0}])
@@ -612,6 +624,7 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
              for m in (reps.get(p.point) or [state["measurements"].get(p.point)])]
     items += [(mix, state["capacity_work"][mix][1], m) for mix, (_, _, m) in (state.get("capacity_measurements") or {}).items()]
     by_mix: dict[str, tuple[list[Any], list[Any]]] = {}
+    twin_steps: dict[int, list[Any]] = {}  # per artifact: the repeats of a point share arrivals and lengths, so one simulation
     try:
         for mix, art, m in items:
             if m is None or art is None or not m.run_dir:
@@ -622,8 +635,10 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
                 continue
             eng, tw = by_mix.setdefault(mix, ([], []))
             eng += reconstruct([[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]])
-            sim = simulate(twin.make_scheduler, requests_from_rows(art.rows), record_tokens=True)
-            tw += reconstruct(sim.token_times_s or ())
+            if id(art) not in twin_steps:
+                sim = simulate(twin.make_scheduler, requests_from_rows(art.rows), record_tokens=True)
+                twin_steps[id(art)] = reconstruct(sim.token_times_s or ())
+            tw += twin_steps[id(art)]
     except Exception as exc:  # noqa: BLE001 - a diagnostic must not fail the run it describes
         note = f"served steps not reconstructed ({type(exc).__name__}: {exc})"
         if note not in state["notes"]:
