@@ -625,6 +625,7 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
     items += [(mix, state["capacity_work"][mix][1], m) for mix, (_, _, m) in (state.get("capacity_measurements") or {}).items()]
     by_mix: dict[str, tuple[list[Any], list[Any]]] = {}
     twin_steps: dict[int, list[Any]] = {}  # per artifact: the repeats of a point share arrivals and lengths, so one simulation
+    short = total = 0  # requests that streamed fewer content events than tokens (tokens whose text was empty)
     try:
         for mix, art, m in items:
             if m is None or art is None or not m.run_dir:
@@ -633,6 +634,9 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
             ok = df[df["error_class"] == "ok"]
             if not len(ok):
                 continue
+            total += len(ok)
+            if "output_tokens_usage" in ok:
+                short += int((ok["output_tokens_chunks"] < ok["output_tokens_usage"].fillna(0)).sum())
             eng, tw = by_mix.setdefault(mix, ([], []))
             eng += reconstruct([[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]])
             if id(art) not in twin_steps:
@@ -645,6 +649,10 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
             state["notes"].append(note)
             say(note)
         return []
+    if short:
+        state["notes"].append(f"served steps: {short} of {total} requests streamed fewer content events than their usage "
+                              "tokens (tokens with empty text, e.g. a random-weight model's byte pieces): the engine's "
+                              "iterations that carried such a token are counted with a smaller batch")
     return [row for mix, (e, t) in by_mix.items() for row in compare_steps(mix, e, t)]
 
 

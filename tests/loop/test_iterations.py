@@ -61,3 +61,33 @@ def test_the_twin_reconstructs_its_own_steps():
     pairs = [x.gap_s for x in its if x.batch == 2 and not x.first_tokens]
     assert len(pairs) >= 15  # 19 decode steps of both requests, less the ones next to the prompt
     assert pairs == pytest.approx([0.020] * len(pairs))
+
+
+def test_served_steps_says_when_tokens_streamed_no_text(tmp_path, monkeypatch):
+    """A request that streamed fewer content events than its usage tokens (empty-text tokens) makes the engine's batch
+    look smaller: served_steps says how many did."""
+    from types import SimpleNamespace
+
+    import harness.target.des as des
+    import harness.target.twin as twin_mod
+    from harness.loop.run import served_steps
+    from harness.records import new_manifest
+    from harness.store import RunWriter
+
+    w = RunWriter(new_manifest("load"), tmp_path)
+    ms = 1_000_000
+    w.append("requests", [{"error_class": "ok", "chunk_ns": [0, 30 * ms, 60 * ms], "output_tokens_chunks": 3,
+                           "output_tokens_usage": 3},
+                          {"error_class": "ok", "chunk_ns": [0, 60 * ms], "output_tokens_chunks": 2, "output_tokens_usage": 3}])
+    monkeypatch.setattr(des, "simulate", lambda *a, **k: SimpleNamespace(token_times_s=[[0.0, 0.03, 0.06]] * 2))
+    monkeypatch.setattr(twin_mod, "requests_from_rows", lambda rows: rows)
+    state = {"served": [SimpleNamespace(mix="m", point=0)], "artifacts": {0: SimpleNamespace(rows=[])},
+             "measurements": {0: SimpleNamespace(run_dir=str(w.path))}, "notes": []}
+    rows = served_steps(state, SimpleNamespace(make_scheduler=None))
+    assert rows and any("1 of 2 requests streamed fewer content events" in n for n in state["notes"])
+    state["notes"].clear()
+    w2 = RunWriter(new_manifest("load"), tmp_path / "b")
+    w2.append("requests", [{"error_class": "ok", "chunk_ns": [0, 30 * ms], "output_tokens_chunks": 2, "output_tokens_usage": 2}])
+    state["measurements"][0] = SimpleNamespace(run_dir=str(w2.path))
+    served_steps(state, SimpleNamespace(make_scheduler=None))
+    assert not any("fewer content events" in n for n in state["notes"])
