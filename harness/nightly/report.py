@@ -76,6 +76,9 @@ def trend_figure(history: Any, constants: Sequence[str], drifted: set[str], opti
         ax.set_title(c if len(c) <= 60 else "…" + c[-59:], fontsize=7, color="red" if c in drifted else "black")
         ax.set_ylabel(u, fontsize=7)
         ax.tick_params(labelsize=6)
+        if t.size and t[-1] - t[0] < np.timedelta64(1, "D"):  # runs within a day: the axis shows days, so pad it to one
+            mid = t[0] + (t[-1] - t[0]) // 2
+            ax.set_xlim(mid - np.timedelta64(12, "h"), mid + np.timedelta64(12, "h"))
         ax.xaxis.set_major_locator(AutoDateLocator(maxticks=4))
         ax.xaxis.set_major_formatter(DateFormatter("%m-%d"))
         ax.grid(True, alpha=0.3)
