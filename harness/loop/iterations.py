@@ -95,3 +95,71 @@ def compare_steps(mix: str, engine: Sequence[Iteration], twin: Sequence[Iteratio
         ea, ta = (statistics.fmean(e) if e else None), (statistics.fmean(t) if t else None)
         rows.append(StepRow(mix, b, len(e), em, ea, len(t), tm, ta, _err(tm, em), _err(ta, ea), sum(e) / tot_e, sum(t) / tot_t))
     return rows
+
+
+STABILITY_MIN_ITERATIONS = 20  # a measurement's median step at a batch counts with at least this many plain iterations
+
+
+@dataclass(frozen=True)
+class StepStability:
+    """How far the engine's plain decode step moved against the twin's between the measurements of one mix: per
+    measurement, engine / twin 25th-percentile step of the plain iterations (no first token in them) at one batch (the
+    fullest, else 1: step_stability). The twin simulated the same requests with one set of constants, so what
+    moves between measurements is the engine's speed (the host's), not the model: the repeatability against which a
+    ±10 % target can be read. (The ratio's level is the twin's error at that batch, the served-steps table.)"""
+
+    mix: str
+    batch: int
+    ratios: tuple[float, ...]  # per measurement (point or repeat) that has the batch, in the order measured
+
+    @property
+    def spread_pct(self) -> float:
+        """(max − min) / median of the per-measurement ratios, in %."""
+        return (max(self.ratios) - min(self.ratios)) / statistics.median(self.ratios) * 100.0
+
+    def text(self) -> str:
+        return (f"host stability, {self.mix}: the engine's plain batch-{self.batch} decode step over the twin's (25th percentile "
+                f"each) ranged "
+                f"{min(self.ratios):.2f}–{max(self.ratios):.2f} over {len(self.ratios)} measurements of this mix, a spread of "
+                f"{self.spread_pct:.0f} % of their median")
+
+
+STABILITY_QUANTILE = 0.25  # of a batch's plain iterations: the pure decode steps are the fast ones; an iteration that
+# also ran another request's prompt chunk (no token for it yet) is several times longer, and at batch slots − 1 they can
+# be half of all, which would flip a median between the two populations from one measurement to the next
+
+
+def _fast(gaps: list[float]) -> float:
+    """The STABILITY_QUANTILE quantile of `gaps` (nearest rank)."""
+    g = sorted(gaps)
+    return g[min(len(g) - 1, int(STABILITY_QUANTILE * len(g)))]
+
+
+def _plain(its: Sequence[Iteration]) -> dict[int, list[float]]:
+    out: dict[int, list[float]] = {}
+    for x in its:
+        if x.first_tokens == 0:
+            out.setdefault(x.batch, []).append(x.gap_s)
+    return out
+
+
+def step_stability(mix: str, pairs: Sequence[tuple[Sequence[Iteration], Sequence[Iteration]]],
+                   min_n: int = STABILITY_MIN_ITERATIONS) -> StepStability | None:
+    """`pairs`: (engine iterations, twin iterations) per measurement. A measurement has a ratio at a batch when both
+    sides have at least `min_n` plain iterations there. The batch is the fullest one with a ratio anywhere, else batch 1,
+    when it has ratios in two measurements or more; else None."""
+    ratios: dict[int, list[float]] = {}
+    for e, t in pairs:
+        pe, pt = _plain(e), _plain(t)
+        for b, g in pe.items():
+            h = pt.get(b, [])
+            if len(g) >= min_n and len(h) >= min_n and _fast(h) > 0:
+                ratios.setdefault(b, []).append(_fast(g) / _fast(h))
+    # a step at a batch between 1 and the fullest may carry another slot's prompt chunk (that slot yields no token yet),
+    # in proportions that change from run to run; at the fullest batch every slot decodes, and at batch 1 (light load)
+    # the request is alone
+    full = max(ratios, default=None)
+    for b in (full, 1):
+        if b is not None and len(ratios.get(b, ())) >= 2:
+            return StepStability(mix, b, tuple(ratios[b]))
+    return None

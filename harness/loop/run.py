@@ -23,8 +23,8 @@ from typing import Any, Callable, Sequence
 
 from harness.errors import HarnessError
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
-from harness.loop.compare import (ServedComparison, compare, compare_capacity, compare_capacity_burst, compare_served,
-                                  served_verdict)
+from harness.loop.compare import (TARGETS_PCT, ServedComparison, compare, compare_capacity, compare_capacity_burst,
+                                  compare_served, served_verdict)
 from harness.loop.measure import ServedMeasurement, combine_repeats, completion_body, fit_prompts, measure_decode, measure_prefill, measure_served, token_prompt
 from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions, twin_capacity
 from harness.loop.report import LoopReport, ServedPoint
@@ -612,7 +612,7 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
     """Per mix and batch size: the engine's iterations reconstructed from every measured point's chunk stamps against
     the twin's, reconstructed the same way from its simulation of the same requests (harness.loop.iterations). A
     diagnostic: a failure here is reported as a note, never fails the run."""
-    from harness.loop.iterations import compare_steps, reconstruct  # noqa: PLC0415
+    from harness.loop.iterations import compare_steps, reconstruct, step_stability  # noqa: PLC0415
     from harness.store import Run  # noqa: PLC0415
     from harness.target.des import simulate  # noqa: PLC0415
     from harness.target.twin import requests_from_rows  # noqa: PLC0415
@@ -625,6 +625,7 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
     items += [(mix, state["capacity_work"][mix][1], m) for mix, (_, _, m) in (state.get("capacity_measurements") or {}).items()]
     by_mix: dict[str, tuple[list[Any], list[Any]]] = {}
     twin_steps: dict[int, list[Any]] = {}  # per artifact: the repeats of a point share arrivals and lengths, so one simulation
+    per_measurement: dict[str, list[Any]] = {}  # mix -> (engine, twin) iterations of each measurement, in order
     short = total = 0  # requests that streamed fewer content events than tokens (tokens whose text was empty)
     try:
         for mix, art, m in items:
@@ -638,17 +639,23 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
             if "output_tokens_usage" in ok:
                 short += int((ok["output_tokens_chunks"] < ok["output_tokens_usage"].fillna(0)).sum())
             eng, tw = by_mix.setdefault(mix, ([], []))
-            eng += reconstruct([[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]])
+            its = reconstruct([[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]])
+            eng += its
             if id(art) not in twin_steps:
                 sim = simulate(twin.make_scheduler, requests_from_rows(art.rows), record_tokens=True)
                 twin_steps[id(art)] = reconstruct(sim.token_times_s or ())
             tw += twin_steps[id(art)]
+            per_measurement.setdefault(mix, []).append((its, twin_steps[id(art)]))
     except Exception as exc:  # noqa: BLE001 - a diagnostic must not fail the run it describes
         note = f"served steps not reconstructed ({type(exc).__name__}: {exc})"
         if note not in state["notes"]:
             state["notes"].append(note)
             say(note)
         return []
+    for mix, ms in per_measurement.items():
+        st = step_stability(mix, ms)
+        if st is not None:
+            state["notes"].append(st.text() + f" (the TTFT/TPOT target is ±{TARGETS_PCT['tpot_p50_s']:g} %)")
     if short:
         state["notes"].append(f"served steps: {short} of {total} requests streamed fewer content events than their usage "
                               "tokens (tokens with empty text, e.g. a random-weight model's byte pieces): the engine's "

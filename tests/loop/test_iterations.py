@@ -85,9 +85,59 @@ def test_served_steps_says_when_tokens_streamed_no_text(tmp_path, monkeypatch):
              "measurements": {0: SimpleNamespace(run_dir=str(w.path))}, "notes": []}
     rows = served_steps(state, SimpleNamespace(make_scheduler=None))
     assert rows and any("1 of 2 requests streamed fewer content events" in n for n in state["notes"])
+    assert not any("host stability" in n for n in state["notes"])  # one measurement: no spread to give
     state["notes"].clear()
     w2 = RunWriter(new_manifest("load"), tmp_path / "b")
     w2.append("requests", [{"error_class": "ok", "chunk_ns": [0, 30 * ms], "output_tokens_chunks": 2, "output_tokens_usage": 2}])
     state["measurements"][0] = SimpleNamespace(run_dir=str(w2.path))
     served_steps(state, SimpleNamespace(make_scheduler=None))
     assert not any("fewer content events" in n for n in state["notes"])
+
+
+def test_step_stability_reads_the_engine_over_the_twin_at_the_fullest_batch():
+    from harness.loop.iterations import step_stability
+
+    twin = [Iteration(4, 0.050, 0)] * 40 + [Iteration(3, 0.060, 0)] * 40 + [Iteration(1, 0.020, 0)] * 40
+    # the engine 10 % and 30 % slower at batch 4 in two measurements; its batch-3 steps carry prompt chunks (long)
+    e1 = [Iteration(4, 0.055, 0)] * 40 + [Iteration(3, 0.300, 0)] * 40 + [Iteration(1, 0.020, 0)] * 40
+    e2 = [Iteration(4, 0.065, 0)] * 40 + [Iteration(3, 0.070, 0)] * 40 + [Iteration(1, 0.021, 0)] * 40
+    st = step_stability("m", [(e1, twin), (e2, twin)])
+    assert st.batch == 4 and st.ratios == pytest.approx((1.1, 1.3))
+    assert st.spread_pct == pytest.approx(0.2 / 1.2 * 100) and "batch-4" in st.text() and "1.10–1.30" in st.text()
+    # the fast quartile: a quarter of long (mixed) iterations does not move it
+    e3 = [Iteration(4, 0.055, 0)] * 30 + [Iteration(4, 0.500, 0)] * 10
+    assert step_stability("m", [(e3, twin), (e3, twin)]).ratios == pytest.approx((1.1, 1.1))
+    # the fullest batch in one measurement only: batch 1, which both have
+    light = [Iteration(1, 0.022, 0)] * 40
+    st1 = step_stability("m", [(e1, twin), (light, twin)])
+    assert st1.batch == 1 and st1.ratios == pytest.approx((1.0, 1.1))
+    # first-token iterations and too few iterations do not count; one measurement gives nothing
+    assert step_stability("m", [(e1, twin)]) is None
+    assert step_stability("m", [([Iteration(4, 0.05, 1)] * 40, twin)] * 2) is None
+    assert step_stability("m", [([Iteration(4, 0.05, 0)] * 5, twin)] * 2) is None
+
+
+def test_served_steps_notes_the_host_stability_of_a_mix(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import harness.target.des as des
+    import harness.target.twin as twin_mod
+    from harness.loop.run import served_steps
+    from harness.records import new_manifest
+    from harness.store import RunWriter
+
+    ms = 1_000_000
+    dirs = []
+    for k, step in enumerate((30, 33)):  # two points of one mix, the engine 0 % and 10 % slower than the twin's 30 ms
+        w = RunWriter(new_manifest("load"), tmp_path / str(k))
+        w.append("requests", [{"error_class": "ok", "chunk_ns": [i * step * ms for i in range(40)], "output_tokens_chunks": 40,
+                               "output_tokens_usage": 40}])
+        dirs.append(str(w.path))
+    monkeypatch.setattr(des, "simulate", lambda *a, **k: SimpleNamespace(token_times_s=[[i * 0.030 for i in range(40)]]))
+    monkeypatch.setattr(twin_mod, "requests_from_rows", lambda rows: rows)
+    arts = {0: SimpleNamespace(rows=[]), 1: SimpleNamespace(rows=[])}
+    state = {"served": [SimpleNamespace(mix="m", point=0), SimpleNamespace(mix="m", point=1)], "artifacts": arts,
+             "measurements": {0: SimpleNamespace(run_dir=dirs[0]), 1: SimpleNamespace(run_dir=dirs[1])}, "notes": []}
+    served_steps(state, SimpleNamespace(make_scheduler=None))
+    (note,) = [n for n in state["notes"] if n.startswith("host stability, m:")]
+    assert "batch-1" in note and "1.00–1.10 over 2 measurements" in note and "target is ±10 %" in note
