@@ -8,6 +8,7 @@ import pytest
 from harness.cli import main
 from harness.bench.compare_engines import engine_config_with_overrides, parse_target
 from harness.errors import HarnessError
+from harness.store import Run
 
 
 def test_parse_targets():
@@ -105,7 +106,16 @@ def test_two_llama_cpp_configurations(tmp_path, capsys):
     assert pair["baseline"]["engine"]["flags"]["parallel"] == 1 and pair["candidate"]["engine"]["flags"]["parallel"] == 4
     assert pair["baseline"]["engine"]["name"] == "llama.cpp" and pair["baseline"]["engine"].get("version")
     m = {x["metric"]: x for x in pair["metrics"]}
-    assert m["ttft_p50_s"]["n_a"] >= 15 and m["ttft_p50_s"]["n_b"] >= 15
+    # the samples are the successful requests sent inside each run's measurement window; how long that window is depends
+    # on how fast the engine cleared its startup backlog (on a busy machine, slower), so the count is checked against
+    # each run's own window rather than pinned
+    for side, n in (("baseline", m["ttft_p50_s"]["n_a"]), ("candidate", m["ttft_p50_s"]["n_b"])):
+        run = Run(pair[side]["path"])
+        w = run.json("summary.json")["load"]
+        df = run.table("requests")
+        t = df["intended_ns"] / 1e9
+        inside = df[(df["error_class"] == "ok") & (t >= w["window_start_s"]) & (t < w["window_end_s"]) & df["ttft_s"].notna()]
+        assert n == len(inside) >= 1, (side, n, len(inside))
     # 8 s at 3 req/s is too few requests for a p90 verdict (10 samples beyond the percentile)
     assert m["ttft_p90_s"]["verdict"] == "not enough data"
     for name in ("ttft_p50_s", "tpot_p50_s", "e2e_p50_s"):
