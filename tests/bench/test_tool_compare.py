@@ -208,7 +208,8 @@ def test_light_summary_takes_the_median_over_rounds():
 
 @pytest.mark.parametrize("argv, word", [(["--mode", "light", "--server", "target"], "--server target"),
                                         (["--rate-per-s", "2"], "--mode light"),
-                                        (["--mode", "light", "--rate-per-s", "0"], "--rate-per-s")])
+                                        (["--mode", "light", "--rate-per-s", "0"], "--rate-per-s"),
+                                        (["--mode", "light", "--concurrency", "8"], "--concurrency")])
 def test_light_flags_are_checked(argv, word):
     with pytest.raises(HarnessError) as e:
         tc.validate(_args(*argv))

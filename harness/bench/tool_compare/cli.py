@@ -54,6 +54,9 @@ def _mode_defaults(args: argparse.Namespace) -> None:
     if mode == "light" and args.server == "target":
         raise HarnessError("--mode light compares TTFT with the token server's emit log; drop --server target "
                            "(light implies --server token).")
+    if mode == "light" and args.concurrency is not None:
+        raise HarnessError("--concurrency does not apply to --mode light (open loop at --rate-per-s); drop it or give "
+                           "--rate-per-s.")
     if mode == "throughput" and args.rate_per_s is not None:
         raise HarnessError("--rate-per-s applies to --mode light only; add --mode light or drop it.")
     given_itl = args.server_itl_s is not None
@@ -131,7 +134,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, default=None, help="default 256; --mode light: 300")
     p.add_argument("--input-tokens", type=int, default=None, help="default 128; --mode light: 64")
     p.add_argument("--output-tokens", type=int, default=None, help="default 4096; --mode light: 50")
-    p.add_argument("--concurrency", type=int, default=None, help="default 32; --mode light: (unused: open loop)")
+    p.add_argument("--concurrency", type=int, default=None, help="default 32; not with --mode light (open loop)")
     p.add_argument("--sample-interval-s", type=float, default=0.1)
     p.add_argument("--run-timeout-s", type=float, default=600.0, help="a command running longer is stopped")
     p.add_argument("--max-loadavg", type=float, default=1.0, help="wait before each run until the 1-minute load average is below this")
