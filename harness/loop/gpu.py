@@ -125,9 +125,10 @@ def run_gpu_loop(opts: GpuLoopOptions, *, progress: ProgressFn | None = print_pr
     def report(status: str = "complete", error: str | None = None) -> LoopReport:
         rows = served_rows(state)
         settings["loop_wall_s"] = time.perf_counter() - t0
+        steps = tuple(served_steps(state, twin, say))  # before the notes are taken: it adds its own
         return LoopReport(model_d, engine_d, None, (), (), (), (), settings, str(writer.path) if writer else None,
                           tuple(state["notes"]), status, error, twin.to_dict(), state["capacity"], tuple(with_measured(state)),
-                          tuple(rows), served_verdict(rows) if rows else None, tuple(served_steps(state, twin, say)))
+                          tuple(rows), served_verdict(rows) if rows else None, steps)
 
     try:
         state["capacity"], state["served"], work = served_predictions(twin, opts.mixes, opts.rate_fractions,

@@ -207,11 +207,12 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
         rows = served_rows(state)
         settings["load_average_1m_before_after"][1] = os.getloadavg()[0]
         settings["loop_wall_s"] = time.perf_counter() - t_start
+        steps = tuple(served_steps(state, state["twin"], say))  # before the notes are taken: it adds its own
         return LoopReport(model_d, plan.manifest_engine(), state["consts"], tuple(state["pred"]), tuple(state["measured"]),
                           tuple(comps), tuple(state["checks"]), settings, str(writer.path) if writer else None,
                           tuple(state["notes"]), status, error, state["twin"].to_dict() if state["twin"] else None,
                           state["capacity"], tuple(with_measured(state)), tuple(rows), served_verdict(rows) if rows else None,
-                          tuple(served_steps(state, state["twin"], say)))
+                          steps)
 
     try:
         say(f"calibrating {gm.spec.name} constants on {threads} threads (engine stopped)")

@@ -77,6 +77,20 @@ def test_gpu_loop_launches_the_engine_from_its_config(tmp_path):
     assert rep.status == "complete" and rep.served[0].measured["requests_ok"] > 0
 
 
+def test_the_notes_served_steps_adds_reach_the_report(tmp_path, monkeypatch):
+    """served_steps adds notes (host stability, empty-text tokens); they were once lost, the notes taken before it ran."""
+    import harness.loop.gpu as gpu_mod
+
+    def steps(state, twin, say=lambda m: None):
+        state["notes"].append("host stability, m: a note from served_steps")
+        return []
+
+    monkeypatch.setattr(gpu_mod, "served_steps", steps)
+    cfg = vllm_config(tmp_path, command=[sys.executable, str(FAKE)])
+    rep = run_gpu_loop(opts(cfg, tmp_path, rate_fractions=(0.05,), point_duration_s=2.0, log_dir=str(tmp_path / "logs")), progress=None)
+    assert "host stability, m: a note from served_steps" in rep.notes
+
+
 def test_unreachable_target_keeps_the_partial_run(tmp_path):
     cfg = vllm_config(tmp_path)
     with pytest.raises(HarnessError, match="unreachable") as exc:
