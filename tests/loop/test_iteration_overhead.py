@@ -46,3 +46,24 @@ def test_a_faster_engine_gives_no_negative_overhead():
 def test_failed_or_single_chunk_requests_are_left_out():
     checks = [_Check("decode@1", 1.0, 64, error="timeout"), _Check("decode@2", None, 1), _Check("decode@4", 0.0, 1)]
     assert iteration_overhead_s(checks, _Steps(), 32, 64) is None
+
+
+def test_prefill_correction_from_the_prompts_that_ran_alone():
+    from types import SimpleNamespace
+
+    from harness.loop.run import prefill_correction_s
+
+    class St:
+        def prefill_time_s(self, n, cached=0):
+            return 0.001 * n
+
+    def c(phase, s, n, error=None):
+        return SimpleNamespace(phase=phase, engine_prompt_s=s, engine_prompt_tokens=n, error=error)
+
+    checks = [c("prefill", 0.55, 512), c("prefill", 0.53, 512), c("prefill", 0.60, 512), c("decode@1", 0.05, 32),
+              c("decode@1", 0.04, 32), c("decode@1", 0.07, 32),
+              c("decode@4", 0.50, 32),  # four prompts together: not a prompt alone
+              c("prefill", 9.0, 512, error="timeout"), c("prefill", None, 512)]
+    got = prefill_correction_s(checks, St())
+    assert [n for n, _ in got] == [32, 512] and [x for _, x in got] == pytest.approx([0.05 - 0.032, 0.55 - 0.512])
+    assert prefill_correction_s([c("decode@2", 0.1, 32)], St()) == ()

@@ -158,3 +158,19 @@ def test_decode_correction_by_batch_interpolates_and_applies_per_iteration():
         LlamaServerSettings(decode_correction_by_batch_s=((0, 0.001),))
     with pytest.raises(HarnessError, match="decode_correction_by_batch_s"):
         LlamaServerSettings(decode_correction_by_batch_s=((1, 0.001), (1, 0.002)))
+
+
+def test_prefill_correction_by_prompt_length_interpolates_and_applies_to_prompt_microbatches():
+    st = LlamaServerSettings(prefill_correction_by_tokens_s=[[512, 0.028], [32, 0.041]])  # as JSON gives it
+    assert st.prefill_correction_by_tokens_s == ((32, 0.041), (512, 0.028))
+    assert [st.prefill_extra_s(n) for n in (1, 32, 272, 512, 4096)] == pytest.approx([0.041, 0.041, 0.0345, 0.028, 0.028])
+    assert LlamaServerSettings().prefill_extra_s(100) == 0.0
+    # a lone 100-token prompt: its one prefill micro-batch gets the correction at 100 tokens; the decode steps do not
+    corr = ((32, 0.040), (512, 0.020))
+    r, r0 = run([(0.0, 100, 5)], prefill_correction_by_tokens_s=corr), run([(0.0, 100, 5)])
+    extra = 0.040 + (0.020 - 0.040) * (100 - 32) / (512 - 32)
+    assert r.first_token_s[0] == pytest.approx(r0.first_token_s[0] + extra)
+    assert r.finished_s[0] - r.first_token_s[0] == pytest.approx(r0.finished_s[0] - r0.first_token_s[0])
+    for bad in (((0, 0.001),), ((32, 0.001), (32, 0.002)), ((32, float("nan")),), (("x", 1),)):
+        with pytest.raises(HarnessError, match="prefill_correction_by_tokens_s"):
+            LlamaServerSettings(prefill_correction_by_tokens_s=bad)
