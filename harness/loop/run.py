@@ -658,8 +658,7 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
             if not len(ok):
                 continue
             total += len(ok)
-            if "output_tokens_usage" in ok:
-                short += int((ok["output_tokens_chunks"] < ok["output_tokens_usage"].fillna(0)).sum())
+            short += int((ok["output_tokens_chunks"] < ok["output_tokens_usage"].fillna(0)).sum())
             eng, tw = by_mix.setdefault(mix, ([], []))
             its = reconstruct([[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]])
             eng += its

@@ -250,3 +250,17 @@ def test_whole_loop_against_llama_cpp(tmp_path):
     md = render_markdown(r)
     assert "| prefill_tokens_per_s |" in md and "Which term is wrong" in md
     assert r.run_dir and (Path(r.run_dir) / "loop_report.json").is_file()
+
+
+def test_the_notes_served_steps_adds_reach_the_cpu_loop_report(tmp_path, fixed_constants, monkeypatch):
+    """served_steps adds notes (host stability, empty-text tokens); the report once took its notes before it ran."""
+    import harness.loop.run as run_mod
+
+    def steps(state, twin, say=lambda m: None):
+        state["notes"].append("host stability, m: a note from served_steps")
+        return []
+
+    monkeypatch.setattr(run_mod, "served_steps", steps)
+    model = write_random_gguf(tmp_path / "rand.gguf")
+    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path), progress=None)
+    assert r.status == "complete" and "host stability, m: a note from served_steps" in r.notes

@@ -50,6 +50,5 @@ def client_minus_server(client: list[tuple[str | None, float]], server: dict[str
         out["matched_share"] = len(pairs) / len(client)
     if len(ttft) and len(srv):
         med = float(np.median(srv))
-        out["by_quantile_ms"] = {k: (v - med if k.startswith("p") or k == "max" else v)
-                                 for k, v in pct(ttft).items()}
+        out["by_quantile_ms"] = {k: v if k == "n" else v - med for k, v in pct(ttft).items()}
     return out
