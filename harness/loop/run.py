@@ -460,9 +460,9 @@ def speed_probe_s(url: str, served_name: str, prompt_tokens: int, vocab: int, pi
     """One request at batch 1 with PROBE_OUTPUT_TOKENS tokens: its mean client step (None when it measured none)."""
     _, checks = measure_decode(url, served_name, 1, prompt_tokens, PROBE_OUTPUT_TOKENS, vocab, 1, pid, threads)
     c = checks[0] if checks else None
-    if c is None or c.error or not c.client_decode_s or c.client_chunks < 2:
+    if c is None or c.error:
         return None
-    return c.client_decode_s / (c.client_chunks - 1)
+    return c.client_step_s
 
 
 class SpeedProbe:
@@ -515,9 +515,10 @@ def iteration_overhead_s(checks: Sequence[Any], step_times: Any, decode_prompt_t
     """None when no isolated decode request measured a step (fewer than two chunks, or failed)."""
     by_b: dict[int, list[float]] = {}
     for c in checks:
-        if not c.phase.startswith("decode@") or c.error or c.client_decode_s is None or c.client_chunks < 2:
+        step = c.client_step_s if c.phase.startswith("decode@") and not c.error else None
+        if step is None:
             continue
-        by_b.setdefault(int(c.phase.split("@", 1)[1]), []).append(c.client_decode_s / (c.client_chunks - 1))
+        by_b.setdefault(int(c.phase.split("@", 1)[1]), []).append(step)
     if not by_b:
         return None
     context = decode_prompt_tokens + (output_tokens - 1) / 2.0
@@ -525,16 +526,55 @@ def iteration_overhead_s(checks: Sequence[Any], step_times: Any, decode_prompt_t
     return IterationOverhead(max(0.0, statistics.median(x for _, x in per_b)), per_b)
 
 
-def prefill_correction_s(checks: Sequence[Any], step_times: Any) -> tuple[tuple[int, float], ...]:
-    """Per prompt length, the engine's own prompt time (median over the requests) minus the twin's prefill time, from
-    the isolated requests whose prompt ran alone (calibration subset "stages": the prefill phase and the batch-1
-    decode's prompts); empty when none measured it."""
+def prompt_alone_s(twin: Any, prompt_tokens: int) -> float:
+    """The twin's own prompt time for one request of `prompt_tokens` tokens sent to an idle engine: its first token's
+    instant minus its arrival and the request overhead (what llama-server's `timings.prompt_ms` measures), simulated
+    with every split (checkpoints, -ub) and per-iteration correction the twin applies."""
+    from harness.target.des import ArrivingRequest, simulate  # noqa: PLC0415
+
+    run = simulate(twin.make_scheduler, [ArrivingRequest(0.0, int(prompt_tokens), 1)])
+    return float(run.first_token_s[0] - run.arrival_s[0]) - float(getattr(twin.settings, "request_overhead_s", 0.0))
+
+
+def prefill_correction_s(checks: Sequence[Any], twin: Any) -> tuple[tuple[int, float], ...]:
+    """Per prompt length of the isolated requests whose prompt ran alone (calibration subset "stages": the prefill
+    phase and the batch-1 decode's prompts), the seconds to add to a prompt micro-batch of that length (linear between,
+    the nearest outside: LlamaServerSettings.prefill_correction_by_tokens_s) so that the twin's own simulation of
+    each such prompt alone (`prompt_alone_s`) takes the engine's median prompt time; empty when none measured it.
+
+    Solved, not differenced: the twin runs a prompt as several micro-batches (a sliding-window model's checkpoints
+    break a 32-token prompt into 28 + 4 tokens, each a pass over the weights) and adds its iteration correction to
+    each, so "engine − prefill_time_s(n)" added per micro-batch counted those twice (the 2026-12-01 20:34 run's twin
+    took 279 ms for the 32-token prompt the engine ran in 172 ms). The simulated time is linear in the correction's
+    values at the measured lengths, so W·c = measured − simulated(0) gives them; two refinement passes absorb the
+    clamps (an iteration never takes less than zero)."""
+    import numpy as np  # noqa: PLC0415
+
     by_n: dict[int, list[float]] = {}
     for c in checks:
         if c.phase not in ("prefill", "decode@1") or c.error or c.engine_prompt_s is None or not c.engine_prompt_tokens:
             continue
         by_n.setdefault(int(c.engine_prompt_tokens), []).append(float(c.engine_prompt_s))
-    return tuple((n, statistics.median(v) - step_times.prefill_time_s(n)) for n, v in sorted(by_n.items()))
+    if not by_n or twin.engine != "llama.cpp":
+        return ()
+    knots = sorted(by_n)
+    target = np.array([statistics.median(by_n[n]) for n in knots])
+
+    def simulated(values: Sequence[float]) -> np.ndarray:
+        t = replace(twin, settings=replace(twin.settings, prefill_correction_by_tokens_s=tuple(zip(knots, map(float, values)))))
+        return np.array([prompt_alone_s(t, n) for n in knots])
+
+    zero = np.zeros(len(knots))
+    base = simulated(zero)
+    unit = 0.01  # seconds: small beside a prompt, large beside float noise
+    w = np.column_stack([(simulated(np.eye(len(knots))[j] * unit) - base) / unit for j in range(len(knots))])
+    sol = np.linalg.lstsq(w, target - base, rcond=None)[0]
+    for _ in range(2):
+        resid = target - simulated(sol)
+        if float(np.max(np.abs(resid))) < 1e-6:
+            break
+        sol = sol + np.linalg.lstsq(w, resid, rcond=None)[0]
+    return tuple((n, float(x)) for n, x in zip(knots, sol))
 
 
 def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, writer: Any, say: ProgressFn) -> Any:
@@ -564,13 +604,14 @@ def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, 
                                            f"floored at 0): calibration subset 'stages'"))
         state["notes"].append(twin.notes[-1])
         say(f"iteration correction from the isolated decode: {per_b}; {it.value_s * 1e3:.2f} ms without decode tokens")
-    pc = prefill_correction_s(state["checks"], twin.step_times)
+    pc = prefill_correction_s(state["checks"], twin)
     if pc:
         per_n = ", ".join(f"{n} tokens {x * 1e3:+.1f} ms" for n, x in pc)
         twin = replace(twin, settings=replace(twin.settings, prefill_correction_by_tokens_s=pc),
-                       notes=(*twin.notes, f"prefill correction by prompt length ({per_n}: the engine's prompt time − the "
-                                           "twin's prefill time of the isolated prompts that ran alone; linear between, "
-                                           "nearest outside): calibration subset 'stages'"))
+                       notes=(*twin.notes, f"prefill correction by prompt micro-batch length ({per_n}; linear between, "
+                                           "nearest outside), solved so that the twin's own simulation of each isolated "
+                                           "prompt that ran alone (its micro-batches and iteration corrections) takes the "
+                                           "engine's prompt time: calibration subset 'stages'"))
         state["notes"].append(twin.notes[-1])
         say(f"prefill correction from the isolated prompts: {per_n}")
     state["twin"] = twin

@@ -4,6 +4,12 @@ A second model of another shape and quant type than the shipped Gemma 3 270M (Q4
 random weights at the same speed as trained ones, so the loop's timing figures are meaningful. The
 vocabulary holds the byte-fallback tokens, the letters, and every prefix of each synthetic prompt word
 (workloads.prompts), so the load generator's prompts tokenize one token per word.
+
+Every token the model can emit renders text, as a text model's do: the output rows of the control tokens and of
+the byte tokens 0x80-0xFF (alone, an incomplete UTF-8 character) are zero, so greedy decoding never picks them
+(their logit 0 is below the best of hundreds of random logits). With them, llama-server held back the empty-text
+tokens and streamed 20 content events for 64 tokens, which made the client's TTFT and step figures describe the
+model's text rather than the engine (2026-12-01).
 """
 
 from __future__ import annotations
@@ -11,6 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+
+
+# <unk>, <s>, </s> and the bytes 0x80-0xFF (ids 3 + byte): tokens whose text alone is empty
+SILENT_TOKEN_IDS = (0, 1, 2, *range(3 + 0x80, 3 + 0x100))
 
 
 def write_random_gguf(path: str | Path, *, n_layers: int = 4, hidden: int = 256, heads: int = 4, kv_heads: int = 2,
@@ -58,8 +68,9 @@ def write_random_gguf(path: str | Path, *, n_layers: int = 4, hidden: int = 256,
     w.add_add_bos_token(True)
     w.add_add_eos_token(False)
 
-    def q8(name: str, rows: int, cols: int) -> None:
+    def q8(name: str, rows: int, cols: int, zero_rows: tuple[int, ...] = ()) -> None:
         a = (rng.standard_normal((rows, cols)) * 0.02).astype(np.float32)
+        a[list(zero_rows)] = 0.0
         w.add_tensor(name, quantize(a, Q.Q8_0), raw_dtype=Q.Q8_0)
 
     def norm(name: str) -> None:
@@ -67,7 +78,7 @@ def write_random_gguf(path: str | Path, *, n_layers: int = 4, hidden: int = 256,
 
     q8("token_embd.weight", vocab, hidden)
     norm("output_norm.weight")
-    q8("output.weight", vocab, hidden)
+    q8("output.weight", vocab, hidden, zero_rows=SILENT_TOKEN_IDS)
     for i in range(n_layers):
         norm(f"blk.{i}.attn_norm.weight")
         q8(f"blk.{i}.attn_q.weight", heads * head_dim, hidden)

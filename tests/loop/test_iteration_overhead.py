@@ -1,18 +1,23 @@
 """The server-loop iteration overhead the loop takes from the isolated decode (calibration subset "stages")."""
 
-from dataclasses import dataclass
+from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
-from harness.loop.run import iteration_overhead_s
+from harness.loop.measure import RequestCheck
+from harness.loop.run import iteration_overhead_s, prefill_correction_s, prompt_alone_s
 
 
-@dataclass
-class _Check:  # the fields of harness.loop.measure.RequestCheck that the estimate reads
-    phase: str
-    client_decode_s: float | None
-    client_chunks: int
-    error: str | None = None
+def _Check(phase: str, client_decode_s: float | None, client_chunks: int, error: str | None = None,
+           tokens: int | None = None, ttft_s: float = 0.1, e2e_s: float | None = None) -> RequestCheck:
+    """A RequestCheck with the fields the estimates read (tokens: usage.completion_tokens, default the chunks)."""
+    n = client_chunks if tokens is None else tokens
+    e2e = e2e_s if e2e_s is not None else ttft_s + (client_decode_s or 0.0)
+    return RequestCheck(phase=phase, rep=0, client_ttft_s=ttft_s, engine_prompt_s=None, ttft_minus_engine_prompt_s=None,
+                        engine_prompt_tokens=None, usage_prompt_tokens=None, client_chunks=client_chunks,
+                        usage_completion_tokens=n, engine_predicted_tokens=n, chunks_minus_usage=client_chunks - n,
+                        engine_decode_s=None, client_decode_s=client_decode_s, e2e_s=e2e, error=error)
 
 
 class _Steps:
@@ -48,22 +53,58 @@ def test_failed_or_single_chunk_requests_are_left_out():
     assert iteration_overhead_s(checks, _Steps(), 32, 64) is None
 
 
-def test_prefill_correction_from_the_prompts_that_ran_alone():
-    from types import SimpleNamespace
+def test_a_stream_with_fewer_events_than_tokens_is_stepped_by_its_tokens():
+    # llama-server holds back a token whose text is empty: 20 content events for 64 tokens. The events' span then
+    # covers an unknown number of steps; E2E - TTFT over 63 steps is the step (the old estimate read 3.3x too long).
+    c = _Check("decode@1", client_decode_s=0.35, client_chunks=20, tokens=64, ttft_s=0.05, e2e_s=0.05 + 63 * 0.0055)
+    assert c.client_step_s == pytest.approx(0.0055)
+    assert _Check("decode@1", 0.63, 64).client_step_s == pytest.approx(0.01)  # one event per token: the events' span
+    it = iteration_overhead_s([c], _Steps(), 32, 64)
+    assert it is not None and it.per_batch_s[0][1] == pytest.approx(0.0055 - 0.015)
 
-    from harness.loop.run import prefill_correction_s
 
-    class St:
-        def prefill_time_s(self, n, cached=0):
-            return 0.001 * n
+class _Linear:
+    """prefill of a chunk 20 ms + 1 ms per token (+ 0.01 ms per token of context before it), decode 10 ms + 5 ms per
+    sequence."""
 
-    def c(phase, s, n, error=None):
-        return SimpleNamespace(phase=phase, engine_prompt_s=s, engine_prompt_tokens=n, error=error)
+    def prefill_time_s(self, n, cached=0):
+        return 0.020 + 0.001 * n + 1e-5 * cached
 
-    checks = [c("prefill", 0.55, 512), c("prefill", 0.53, 512), c("prefill", 0.60, 512), c("decode@1", 0.05, 32),
-              c("decode@1", 0.04, 32), c("decode@1", 0.07, 32),
-              c("decode@4", 0.50, 32),  # four prompts together: not a prompt alone
-              c("prefill", 9.0, 512, error="timeout"), c("prefill", None, 512)]
-    got = prefill_correction_s(checks, St())
-    assert [n for n, _ in got] == [32, 512] and [x for _, x in got] == pytest.approx([0.05 - 0.032, 0.55 - 0.512])
-    assert prefill_correction_s([c("decode@2", 0.1, 32)], St()) == ()
+    def decode_step_time_s(self, batch, context_tokens):
+        return 0.010 + 0.005 * batch
+
+
+def _twin(**settings):
+    from harness.target.llama_server import LlamaServerSettings
+    from harness.target.twin import TwinSpec
+
+    return TwinSpec("llama.cpp", LlamaServerSettings(slots=4, ctx_size=8192, **settings), _Linear(), "m", "test")
+
+
+def _prompt(phase, s, n, error=None):
+    return SimpleNamespace(phase=phase, engine_prompt_s=s, engine_prompt_tokens=n, error=error)
+
+
+_PROMPTS = [_prompt("prefill", 0.95, 512), _prompt("prefill", 0.90, 512), _prompt("prefill", 1.10, 512),
+            _prompt("decode@1", 0.12, 32), _prompt("decode@1", 0.11, 32), _prompt("decode@1", 0.20, 32),
+            _prompt("decode@4", 0.50, 32),  # four prompts together: not a prompt alone
+            _prompt("prefill", 9.0, 512, error="timeout"), _prompt("prefill", None, 512)]
+
+
+@pytest.mark.parametrize("settings", [{}, {"swa_checkpoints": True, "iteration_overhead_s": 0.012},
+                                      {"swa_checkpoints": True, "ubatch_size": 128, "request_overhead_s": 0.02}])
+def test_prefill_correction_makes_the_twin_take_the_engines_prompt_time(settings):
+    # with checkpoints a prompt runs as 2+ micro-batches (32 -> 28 + 4 tokens), each with the iteration correction:
+    # the correction is solved so the twin's own simulation of each isolated prompt matches the median measured
+    twin = _twin(**settings)
+    got = prefill_correction_s(_PROMPTS, twin)
+    assert [n for n, _ in got] == [32, 512]
+    corrected = replace(twin, settings=replace(twin.settings, prefill_correction_by_tokens_s=got))
+    assert prompt_alone_s(corrected, 32) == pytest.approx(0.12, abs=1e-6)
+    assert prompt_alone_s(corrected, 512) == pytest.approx(0.95, abs=1e-6)
+
+
+def test_prefill_correction_without_splits_is_the_plain_difference():
+    got = prefill_correction_s(_PROMPTS, _twin())
+    assert [x for _, x in got] == pytest.approx([0.12 - 0.052, 0.95 - 0.532])  # one pass each, at context 0
+    assert prefill_correction_s([_prompt("decode@2", 0.1, 32)], _twin()) == ()

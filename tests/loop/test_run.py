@@ -222,6 +222,9 @@ def test_short_real_loop_on_a_second_model(tmp_path):
     assert r.status == "complete" and r.model["file_type"] == "MOSTLY_Q8_0"
     for k in r.checks:
         assert k.usage_completion_tokens == k.engine_predicted_tokens
+        # every token renders text (random_gguf.SILENT_TOKEN_IDS), so each streams as its own content event
+        assert k.chunks_minus_usage == 0, k
+    assert not [n for n in r.notes if "fewer content events" in n]
     for p in r.served:
         assert p.measured["requests_ok"] > 0
         # the prompts were made exact with the engine's tokenizer; the engine's prompt_n counts the tokens it processed,
