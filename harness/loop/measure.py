@@ -125,13 +125,17 @@ class Measured:
     engine_cpu_share: float | None = None  # median share of its cores the engine got while measured
 
 
+PREFILL_DECODE_TOKENS = 16  # tokens each isolated prefill then decodes alone: the batch-1 step at the long prompt's context
+
+
 def measure_prefill(endpoint: str, model: str, prompt_tokens: int, vocab: int, reps: int, pid: int | None = None,
                     threads: int = 1) -> tuple[list[Measured], list[RequestCheck]]:
     checks: list[RequestCheck] = []
     rates, client_rates, ttft, eng_ttft, shares = [], [], [], [], []
     for rep in range(reps):
         cs = CpuShare(pid, threads)
-        s = http.stream(endpoint + "/v1/completions", completion_body(model, token_prompt(prompt_tokens, 1000 + rep, vocab), 1))
+        s = http.stream(endpoint + "/v1/completions", completion_body(model, token_prompt(prompt_tokens, 1000 + rep, vocab),
+                                                                    1 + PREFILL_DECODE_TOKENS))
         sh = cs.share()
         if sh is not None:
             shares.append(sh)

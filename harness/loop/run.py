@@ -25,7 +25,8 @@ from harness.errors import HarnessError
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
 from harness.loop.compare import (TARGETS_PCT, ServedComparison, compare, compare_capacity, compare_capacity_burst,
                                   compare_served, served_verdict)
-from harness.loop.measure import ServedMeasurement, combine_repeats, completion_body, fit_prompts, measure_decode, measure_prefill, measure_served, token_prompt
+from harness.loop.measure import (PREFILL_DECODE_TOKENS, ServedMeasurement, combine_repeats, completion_body, fit_prompts,
+                                  measure_decode, measure_prefill, measure_served, token_prompt)
 from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions, twin_capacity
 from harness.loop.report import LoopReport, ServedPoint
 
@@ -526,6 +527,37 @@ def iteration_overhead_s(checks: Sequence[Any], step_times: Any, decode_prompt_t
     return IterationOverhead(max(0.0, statistics.median(x for _, x in per_b)), per_b)
 
 
+@dataclass(frozen=True)
+class ContextCorrection:
+    """What the step-time source misses of the decode step's growth with context, from the isolated requests
+    (calibration subset "stages"): the batch-1 client step after the long isolated prompts (the prefill phase's,
+    PREFILL_DECODE_TOKENS tokens each) and after the batch-1 decode's short ones, each minus the twin's step time at
+    its mean context; the difference per context token between the two is `s_per_token`, applied to every decode
+    sequence's context beyond `ref_tokens` (the short one, where the batch correction was measured)."""
+
+    s_per_token: float
+    ref_tokens: float
+    long_tokens: float
+    long_residual_s: float
+    ref_residual_s: float
+
+
+def context_correction(checks: Sequence[Any], step_times: Any, prompt_tokens: int, decode_prompt_tokens: int,
+                       output_tokens: int) -> ContextCorrection | None:
+    """None when either context has no measured step, or the two contexts are too close to tell apart."""
+    def residuals(phase: str, context: float) -> list[float]:
+        return [st - step_times.decode_step_time_s(1, context) for c in checks
+                if c.phase == phase and not c.error and (st := c.client_step_s) is not None]
+
+    ctx_long = prompt_tokens + (PREFILL_DECODE_TOKENS - 1) / 2.0
+    ctx_ref = decode_prompt_tokens + (output_tokens - 1) / 2.0
+    long_r, ref_r = residuals("prefill", ctx_long), residuals("decode@1", ctx_ref)
+    if not long_r or not ref_r or ctx_long - ctx_ref < 64:
+        return None
+    a, b = statistics.median(long_r), statistics.median(ref_r)
+    return ContextCorrection((a - b) / (ctx_long - ctx_ref), ctx_ref, ctx_long, a, b)
+
+
 def prompt_alone_s(twin: Any, prompt_tokens: int) -> float:
     """The twin's own prompt time for one request of `prompt_tokens` tokens sent to an idle engine: its first token's
     instant minus its arrival and the request overhead (what llama-server's `timings.prompt_ms` measures), simulated
@@ -604,6 +636,17 @@ def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, 
                                            f"floored at 0): calibration subset 'stages'"))
         state["notes"].append(twin.notes[-1])
         say(f"iteration correction from the isolated decode: {per_b}; {it.value_s * 1e3:.2f} ms without decode tokens")
+    cc = context_correction(state["checks"], twin.step_times, opts.prompt_tokens, opts.decode_prompt_tokens, opts.output_tokens)
+    if cc is not None:
+        twin = replace(twin, settings=replace(twin.settings, decode_context_s_per_token=cc.s_per_token,
+                                              decode_context_ref_tokens=cc.ref_tokens),
+                       notes=(*twin.notes, f"context correction {cc.s_per_token * 1e6:+.2f} µs per context token of each decode "
+                                           f"sequence beyond {cc.ref_tokens:.0f} (the batch-1 client step − the twin's step: "
+                                           f"{cc.long_residual_s * 1e3:+.2f} ms at context {cc.long_tokens:.0f} after the "
+                                           f"isolated prefills, {cc.ref_residual_s * 1e3:+.2f} ms at {cc.ref_tokens:.0f} in "
+                                           "the batch-1 decode): calibration subset 'stages'"))
+        state["notes"].append(twin.notes[-1])
+        say(f"context correction from the isolated requests: {cc.s_per_token * 1e6:+.2f} µs per context token beyond {cc.ref_tokens:.0f}")
     pc = prefill_correction_s(state["checks"], twin)
     if pc:
         per_n = ", ".join(f"{n} tokens {x * 1e3:+.1f} ms" for n, x in pc)

