@@ -163,8 +163,9 @@ def measure_prefill(endpoint: str, model: str, prompt_tokens: int, vocab: int, r
 
 
 def measure_decode(endpoint: str, model: str, batch: int, prompt_tokens: int, output_tokens: int, vocab: int,
-                   reps: int, pid: int | None = None, threads: int = 1) -> tuple[Measured, list[RequestCheck]]:
-    """`batch` concurrent streams started together; aggregate tokens/s = Σ per-request decode rates."""
+                   reps: int, pid: int | None = None, threads: int = 1, phase: str = "decode") -> tuple[Measured, list[RequestCheck]]:
+    """`batch` concurrent streams started together; aggregate tokens/s = Σ per-request decode rates. The checks are
+    labelled `phase`@batch ("longdecode" for the long-context decode the context correction reads)."""
     checks: list[RequestCheck] = []
     agg_eng, agg_client, shares = [], [], []
     for rep in range(reps):
@@ -195,7 +196,7 @@ def measure_decode(endpoint: str, model: str, batch: int, prompt_tokens: int, ou
         for r in results:
             if r is None or r.status != 200 or r.error:
                 raise HarnessError(f"decode measurement at batch {batch} failed: {None if r is None else (r.status, r.error)}")
-            c = _check(f"decode@{batch}", rep, r)
+            c = _check(f"{phase}@{batch}", rep, r)
             checks.append(c)
             n = c.engine_predicted_tokens or 0
             if n < 2 or not c.engine_decode_s:

@@ -242,6 +242,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
             state["capacity"], state["served"], work = served_predictions(
                 twin, opts.mixes, opts.rate_fractions, opts.duration_s, opts.seed, bursts=_burst_artifacts(state))
             state["artifacts"] = {pt: art for pt, _, _, _, art in work}
+            state["work"] = work
             for name, c in state["capacity"].items():
                 say(f"twin: {name} capacity {c['requests_per_s']:.3f} req/s ({c['output_tokens_per_s']:.1f} output tokens/s), simulated")
             if writer:
@@ -268,6 +269,11 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                                                opts.reps, pid, threads)
                         state["measured"].append(m)
                         state["checks"] += cs
+                    if max(opts.batches) > 1:  # the context correction's second batch: the largest, after long prompts
+                        _alive(eng, proc)
+                        _, cs = measure_decode(url, served_name, max(opts.batches), opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS,
+                                               gm.spec.vocab_size, 1, pid, threads, phase="longdecode")
+                        state["checks"] += cs
                     if writer:
                         writer.append("loop_requests", [c.to_dict() for c in state["checks"]])
                     twin = _with_request_overhead(twin, state, opts, writer, say)
@@ -282,7 +288,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                         say(state["notes"][-1])
                     else:
                         probe = None
-                measure_points(url, served_name, work, state, twin, opts.duration_s, writer, pid, threads, say,
+                measure_points(url, served_name, state.get("work", work), state, twin, opts.duration_s, writer, pid, threads, say,
                                alive=lambda: _alive(eng, proc), fit_to_tokenizer=True,
                                drain_limit_s=QUICK_DRAIN_FACTOR * opts.duration_s if opts.quick else None, probe=probe,
                                repeats=opts.repeats)
@@ -530,32 +536,42 @@ def iteration_overhead_s(checks: Sequence[Any], step_times: Any, decode_prompt_t
 @dataclass(frozen=True)
 class ContextCorrection:
     """What the step-time source misses of the decode step's growth with context, from the isolated requests
-    (calibration subset "stages"): the batch-1 client step after the long isolated prompts (the prefill phase's,
-    PREFILL_DECODE_TOKENS tokens each) and after the batch-1 decode's short ones, each minus the twin's step time at
-    its mean context; the difference per context token between the two is `s_per_token`, applied to every decode
-    sequence's context beyond `ref_tokens` (the short one, where the batch correction was measured)."""
+    (calibration subset "stages"), per decode batch B: the client step after long prompts (batch 1: the prefill phase's
+    requests, which decode PREFILL_DECODE_TOKENS tokens alone; the largest batch: the "longdecode" requests) minus the
+    twin's step there, less the same residual at the short context of the batch-B decode, per context token of each of
+    the B sequences. `s_per_token_by_batch` feeds LlamaServerSettings.decode_context_s_per_token_by_batch; it applies
+    to each decode sequence's context beyond `ref_tokens` (where the batch correction was measured)."""
 
-    s_per_token: float
+    s_per_token_by_batch: tuple[tuple[int, float], ...]
     ref_tokens: float
     long_tokens: float
-    long_residual_s: float
-    ref_residual_s: float
+    residuals_s: tuple[tuple[int, float, float], ...]  # (B, long-context residual, short-context residual)
 
 
 def context_correction(checks: Sequence[Any], step_times: Any, prompt_tokens: int, decode_prompt_tokens: int,
                        output_tokens: int) -> ContextCorrection | None:
-    """None when either context has no measured step, or the two contexts are too close to tell apart."""
-    def residuals(phase: str, context: float) -> list[float]:
-        return [st - step_times.decode_step_time_s(1, context) for c in checks
-                if c.phase == phase and not c.error and (st := c.client_step_s) is not None]
+    """None when no batch has a step at both contexts, or the two contexts are too close to tell apart."""
+    def residual(phases: tuple[str, ...], batch: int, context: float) -> float | None:
+        r = [st - step_times.decode_step_time_s(batch, context) for c in checks
+             if c.phase in phases and not c.error and (st := c.client_step_s) is not None]
+        return statistics.median(r) if r else None
 
     ctx_long = prompt_tokens + (PREFILL_DECODE_TOKENS - 1) / 2.0
     ctx_ref = decode_prompt_tokens + (output_tokens - 1) / 2.0
-    long_r, ref_r = residuals("prefill", ctx_long), residuals("decode@1", ctx_ref)
-    if not long_r or not ref_r or ctx_long - ctx_ref < 64:
+    if ctx_long - ctx_ref < 64:
         return None
-    a, b = statistics.median(long_r), statistics.median(ref_r)
-    return ContextCorrection((a - b) / (ctx_long - ctx_ref), ctx_ref, ctx_long, a, b)
+    batches = sorted({1} | {int(c.phase.split("@", 1)[1]) for c in checks if c.phase.startswith("longdecode@")})
+    pairs, res = [], []
+    for b in batches:
+        a = residual(("prefill", "longdecode@1") if b == 1 else (f"longdecode@{b}",), b, ctx_long)
+        r = residual((f"decode@{b}",), b, ctx_ref)
+        if a is None or r is None:
+            continue
+        pairs.append((b, (a - r) / (b * (ctx_long - ctx_ref))))
+        res.append((b, a, r))
+    if not pairs:
+        return None
+    return ContextCorrection(tuple(pairs), ctx_ref, ctx_long, tuple(res))
 
 
 def prompt_alone_s(twin: Any, prompt_tokens: int) -> float:
@@ -613,9 +629,10 @@ def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, 
     """Calibration subset "stages": the isolated-prefill requests give the request overhead outside the step times
     (client TTFT − the engine's own prompt time: HTTP, tokenizing, first-token streaming), and the isolated decode
     requests the server-loop iteration overhead (`iteration_overhead_s`: sampling, streaming each token, and whatever
-    the step-time source misses at these batches). The served points are then re-predicted with both; they stay held
-    out (no served measurement enters any fit)."""
-    from harness.target.twin import predict_point, requests_from_rows, twin_dict  # noqa: PLC0415
+    the step-time source misses at these batches), and the context and prefill corrections follow. The served points are
+    then set and predicted anew from the corrected twin's capacity; they stay held out (no served measurement enters
+    any fit)."""
+    from harness.target.twin import twin_dict  # noqa: PLC0415
 
     d = [c.ttft_minus_engine_prompt_s for c in state["checks"] if c.phase == "prefill" and c.ttft_minus_engine_prompt_s is not None]
     if not d or twin.engine != "llama.cpp":
@@ -638,15 +655,17 @@ def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, 
         say(f"iteration correction from the isolated decode: {per_b}; {it.value_s * 1e3:.2f} ms without decode tokens")
     cc = context_correction(state["checks"], twin.step_times, opts.prompt_tokens, opts.decode_prompt_tokens, opts.output_tokens)
     if cc is not None:
-        twin = replace(twin, settings=replace(twin.settings, decode_context_s_per_token=cc.s_per_token,
-                                              decode_context_ref_tokens=cc.ref_tokens),
-                       notes=(*twin.notes, f"context correction {cc.s_per_token * 1e6:+.2f} µs per context token of each decode "
-                                           f"sequence beyond {cc.ref_tokens:.0f} (the batch-1 client step − the twin's step: "
-                                           f"{cc.long_residual_s * 1e3:+.2f} ms at context {cc.long_tokens:.0f} after the "
-                                           f"isolated prefills, {cc.ref_residual_s * 1e3:+.2f} ms at {cc.ref_tokens:.0f} in "
-                                           "the batch-1 decode): calibration subset 'stages'"))
+        twin = replace(twin, settings=replace(twin.settings, decode_context_s_per_token_by_batch=cc.s_per_token_by_batch,
+                                              decode_context_ref_tokens=cc.ref_tokens))
+        per_b = ", ".join(f"B={b} {x * 1e6:+.2f} µs" for b, x in cc.s_per_token_by_batch)
+        how = "; ".join(f"B={b}: {a * 1e3:+.2f} ms at context {cc.long_tokens:.0f}, {r * 1e3:+.2f} ms at {cc.ref_tokens:.0f}"
+                        for b, a, r in cc.residuals_s)
+        twin = replace(twin, notes=(*twin.notes, f"context correction per context token of each decode sequence beyond "
+                                                 f"{cc.ref_tokens:.0f} ({per_b}; linear between the batches, nearest outside), "
+                                                 f"from the client step − the twin's step after long and short isolated "
+                                                 f"prompts ({how}): calibration subset 'stages'"))
         state["notes"].append(twin.notes[-1])
-        say(f"context correction from the isolated requests: {cc.s_per_token * 1e6:+.2f} µs per context token beyond {cc.ref_tokens:.0f}")
+        say(f"context correction from the isolated requests: {per_b} per context token beyond {cc.ref_tokens:.0f}")
     pc = prefill_correction_s(state["checks"], twin)
     if pc:
         per_n = ", ".join(f"{n} tokens {x * 1e3:+.1f} ms" for n, x in pc)
@@ -658,14 +677,15 @@ def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, 
         state["notes"].append(twin.notes[-1])
         say(f"prefill correction from the isolated prompts: {per_n}")
     state["twin"] = twin
-    state["capacity"] = twin_capacity(twin, opts.mixes, _burst_artifacts(state))
+    # the rates are fractions of the capacity the corrected twin predicts (the one compared), so the points are set
+    # anew: with the 2026-12-01 22:16 run's corrections the capacity fell from 1.01 to 0.83 req/s, and the points set
+    # from the first prediction ran at 24-145 % of it instead of 20-120 %
+    state["capacity"], state["served"], state["work"] = served_predictions(
+        twin, opts.mixes, opts.rate_fractions, opts.duration_s, opts.seed, bursts=_burst_artifacts(state))
+    state["artifacts"] = {pt: art for pt, _, _, _, art in state["work"]}
     for name, c in state["capacity"].items():
-        say(f"twin: {name} capacity re-predicted with the overheads: {c['requests_per_s']:.3f} req/s, simulated "
-            "(the served rates stay as set)")
-    for i, p in enumerate(state["served"]):
-        art = state["artifacts"][p.point]
-        fig = predict_point(twin.make_scheduler, requests_from_rows(art.rows), rate_per_s=p.rate_per_s, span_s=opts.duration_s)
-        state["served"][i] = replace(p, predicted=fig.to_dict())
+        say(f"twin: {name} capacity re-predicted with the corrections: {c['requests_per_s']:.3f} req/s, simulated "
+            "(the served rates are set from it)")
     if writer:
         writer.write_json("twin.json", twin_dict(twin))
         writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted | {"revision": 2}

