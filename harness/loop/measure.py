@@ -125,7 +125,7 @@ class Measured:
     engine_cpu_share: float | None = None  # median share of its cores the engine got while measured
 
 
-PREFILL_DECODE_TOKENS = 16  # tokens each isolated prefill then decodes alone: the batch-1 step at the long prompt's context
+PREFILL_DECODE_TOKENS = 32  # tokens each isolated prefill then decodes alone: the batch-1 step at the long prompt's context
 
 
 def measure_prefill(endpoint: str, model: str, prompt_tokens: int, vocab: int, reps: int, pid: int | None = None,
