@@ -128,6 +128,19 @@ class Measured:
 PREFILL_DECODE_TOKENS = 32  # tokens each isolated prefill then decodes alone: the batch-1 step at the long prompt's context
 
 
+def measure_prompts(endpoint: str, model: str, lengths: Sequence[int], vocab: int, reps: int) -> list[RequestCheck]:
+    """`reps` isolated prompts of each length, one at a time, each with one output token (phase "prompt"): the
+    prefill correction's further knots, at the served mixes' prompt lengths."""
+    checks: list[RequestCheck] = []
+    for n in lengths:
+        for rep in range(reps):
+            s = http.stream(endpoint + "/v1/completions", completion_body(model, token_prompt(int(n), 3000 + 31 * rep + n, vocab), 1))
+            if s.status != 200 or s.error:
+                raise HarnessError(f"isolated {n}-token prompt request failed (HTTP {s.status}): {s.error}")
+            checks.append(_check("prompt", rep, s))
+    return checks
+
+
 def measure_prefill(endpoint: str, model: str, prompt_tokens: int, vocab: int, reps: int, pid: int | None = None,
                     threads: int = 1) -> tuple[list[Measured], list[RequestCheck]]:
     checks: list[RequestCheck] = []

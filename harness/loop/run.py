@@ -26,7 +26,7 @@ from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
 from harness.loop.compare import (TARGETS_PCT, ServedComparison, compare, compare_capacity, compare_capacity_burst,
                                   compare_served, served_verdict)
 from harness.loop.measure import (PREFILL_DECODE_TOKENS, ServedMeasurement, combine_repeats, completion_body, fit_prompts,
-                                  measure_decode, measure_prefill, measure_served, token_prompt)
+                                  measure_decode, measure_prefill, measure_prompts, measure_served, token_prompt)
 from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions, twin_capacity
 from harness.loop.report import LoopReport, ServedPoint
 
@@ -269,6 +269,10 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                                                opts.reps, pid, threads)
                         state["measured"].append(m)
                         state["checks"] += cs
+                    more = sorted({m[0] for m in opts.mixes} - {opts.prompt_tokens, opts.decode_prompt_tokens}) if opts.served else []
+                    if more:  # the prefill correction's knots at the served prompt lengths the stages did not run
+                        _alive(eng, proc)
+                        state["checks"] += measure_prompts(url, served_name, more, gm.spec.vocab_size, 2)
                     if max(opts.batches) > 1:  # the context correction's second batch: the largest, after long prompts
                         _alive(eng, proc)
                         _, cs = measure_decode(url, served_name, max(opts.batches), opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS,
@@ -586,7 +590,7 @@ def prompt_alone_s(twin: Any, prompt_tokens: int) -> float:
 
 def prefill_correction_s(checks: Sequence[Any], twin: Any) -> tuple[tuple[int, float], ...]:
     """Per prompt length of the isolated requests whose prompt ran alone (calibration subset "stages": the prefill
-    phase and the batch-1 decode's prompts), the seconds to add to a prompt micro-batch of that length (linear between,
+    phase's, the batch-1 decode's and the "prompt" requests at the served mixes' other lengths), the seconds to add to a prompt micro-batch of that length (linear between,
     the nearest outside: LlamaServerSettings.prefill_correction_by_tokens_s) so that the twin's own simulation of
     each such prompt alone (`prompt_alone_s`) takes the engine's median prompt time; empty when none measured it.
 
@@ -594,13 +598,14 @@ def prefill_correction_s(checks: Sequence[Any], twin: Any) -> tuple[tuple[int, f
     break a 32-token prompt into 28 + 4 tokens, each a pass over the weights) and adds its iteration correction to
     each, so "engine − prefill_time_s(n)" added per micro-batch counted those twice (the 2026-12-01 20:34 run's twin
     took 279 ms for the 32-token prompt the engine ran in 172 ms). The simulated time is linear in the correction's
-    values at the measured lengths, so W·c = measured − simulated(0) gives them; two refinement passes absorb the
-    clamps (an iteration never takes less than zero)."""
+    values at the measured lengths, so W·c = measured − simulated(0) gives them (least squares when a knot is longer
+    than any micro-batch, e.g. 512 with -ub 128); two refinement passes absorb the clamps (an iteration never takes
+    less than zero)."""
     import numpy as np  # noqa: PLC0415
 
     by_n: dict[int, list[float]] = {}
     for c in checks:
-        if c.phase not in ("prefill", "decode@1") or c.error or c.engine_prompt_s is None or not c.engine_prompt_tokens:
+        if c.phase not in ("prefill", "decode@1", "prompt") or c.error or c.engine_prompt_s is None or not c.engine_prompt_tokens:
             continue
         by_n.setdefault(int(c.engine_prompt_tokens), []).append(float(c.engine_prompt_s))
     if not by_n or twin.engine != "llama.cpp":

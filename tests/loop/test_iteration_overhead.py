@@ -102,6 +102,14 @@ def test_prefill_correction_makes_the_twin_take_the_engines_prompt_time(settings
     corrected = replace(twin, settings=replace(twin.settings, prefill_correction_by_tokens_s=got))
     assert prompt_alone_s(corrected, 32) == pytest.approx(0.12, abs=1e-6)
     assert prompt_alone_s(corrected, 512) == pytest.approx(0.95, abs=1e-6)
+    if twin.settings.ubatch_size < 512:
+        return  # with -ub 128 no micro-batch is longer than 128 tokens: a knot at 512 is never reached (least squares)
+    # a third length (the "prompt" requests at a served mix's length) is a third knot, reproduced too
+    got3 = prefill_correction_s(_PROMPTS + [_prompt("prompt", 0.30, 128), _prompt("prompt", 0.32, 128)], twin)
+    assert [n for n, _ in got3] == [32, 128, 512]
+    corrected = replace(twin, settings=replace(twin.settings, prefill_correction_by_tokens_s=got3))
+    for n, t in ((32, 0.12), (128, 0.31), (512, 0.95)):
+        assert prompt_alone_s(corrected, n) == pytest.approx(t, abs=1e-6)
 
 
 def test_prefill_correction_without_splits_is_the_plain_difference():
