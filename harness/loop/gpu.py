@@ -24,10 +24,9 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.loop.compare import served_verdict
-from harness.loop.predict import served_predictions
 from harness.loop.report import LoopReport
-from harness.loop.run import (DEFAULT_MIXES, DEFAULT_RATE_FRACTIONS, ProgressFn, measure_points, print_progress, served_rows,
-                              served_steps, with_measured)
+from harness.loop.run import (DEFAULT_MIXES, DEFAULT_RATE_FRACTIONS, ProgressFn, measure_points, plan_points, print_progress,
+                              served_rows, served_steps, with_measured)
 
 
 @dataclass(frozen=True)
@@ -131,9 +130,7 @@ def run_gpu_loop(opts: GpuLoopOptions, *, progress: ProgressFn | None = print_pr
                           tuple(rows), served_verdict(rows) if rows else None, steps)
 
     try:
-        state["capacity"], state["served"], work = served_predictions(twin, opts.mixes, opts.rate_fractions,
-                                                                       opts.point_duration_s, opts.seed)
-        state["artifacts"] = {pt: art for pt, _, _, _, art in work}  # for the served steps (harness.loop.iterations)
+        plan_points(state, twin, opts.mixes, opts.rate_fractions, opts.point_duration_s, opts.seed)
         if writer:
             writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted
                                               for p in state["served"]])
@@ -143,7 +140,7 @@ def run_gpu_loop(opts: GpuLoopOptions, *, progress: ProgressFn | None = print_pr
                 http.get(url + "/v1/models", timeout_s=10.0)
             except http.EngineUnreachable as exc:
                 raise HarnessError(f"the target {url} is unreachable ({exc}); start the deployment or give the right --target URL.") from None
-            measure_points(url, cfg.served_name, work, state, twin, opts.point_duration_s, writer, None, 1, say)
+            measure_points(url, cfg.served_name, state["work"], state, twin, opts.point_duration_s, writer, None, 1, say)
         else:
             assert plan is not None
             with RunningEngine(plan, log_dir=opts.log_dir) as eng:
@@ -154,7 +151,7 @@ def run_gpu_loop(opts: GpuLoopOptions, *, progress: ProgressFn | None = print_pr
                         raise HarnessError(f"the engine exited with code {proc.returncode} during the loop; its log ends:\n"
                                            f"{eng.log_tail(plan.processes[0].role, 1500)}")
 
-                measure_points(plan.endpoint, plan.served_name, work, state, twin, opts.point_duration_s, writer, None, 1, say, alive)
+                measure_points(plan.endpoint, plan.served_name, state["work"], state, twin, opts.point_duration_s, writer, None, 1, say, alive)
     except (HarnessError, KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - keep the partial run, then re-raise
         rep = report("failed", str(exc))
         if writer:

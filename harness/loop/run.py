@@ -27,7 +27,7 @@ from harness.loop.compare import (TARGETS_PCT, ServedComparison, compare, compar
                                   compare_served, served_verdict)
 from harness.loop.measure import (PREFILL_DECODE_TOKENS, ServedMeasurement, combine_repeats, completion_body, fit_prompts,
                                   measure_decode, measure_prefill, measure_prompts, measure_served, token_prompt)
-from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions, twin_capacity
+from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
 
 DEFAULT_MIXES = ((512, 64), (128, 256))
@@ -196,7 +196,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                "streamed_weight_bytes_per_param": gm.streamed_weight_bytes_per_param, "sliding_window": gm.sliding_window,
                "context_length": gm.context_length}
     state: dict[str, Any] = {"consts": None, "pred": [], "measured": [], "checks": [], "twin": None, "capacity": {},
-                             "served": [], "measurements": {}, "notes": []}
+                             "served": [], "work": [], "measurements": {}, "notes": []}
     writer = _open_writer(opts, plan, settings, model_d)
     t_start = time.perf_counter()
     from harness.engines.session import terminate_as_interrupt  # noqa: PLC0415
@@ -234,15 +234,11 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
         state["twin"] = twin
         if writer:
             writer.write_json("twin.json", twin_dict(twin))
-        work: list[tuple[int, tuple[int, int], float, float, Any]] = []
         if opts.served:
             n_cap = opts.capacity_burst(sched.slots)
             settings["capacity_requests"] = n_cap
             state["capacity_work"] = capacity_work(opts.mixes, n_cap, opts.seed, first_point=len(opts.mixes) * len(opts.rate_fractions))
-            state["capacity"], state["served"], work = served_predictions(
-                twin, opts.mixes, opts.rate_fractions, opts.duration_s, opts.seed, bursts=_burst_artifacts(state))
-            state["artifacts"] = {pt: art for pt, _, _, _, art in work}
-            state["work"] = work
+            plan_points(state, twin, opts.mixes, opts.rate_fractions, opts.duration_s, opts.seed)
             for name, c in state["capacity"].items():
                 say(f"twin: {name} capacity {c['requests_per_s']:.3f} req/s ({c['output_tokens_per_s']:.1f} output tokens/s), simulated")
             if writer:
@@ -280,7 +276,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                         state["checks"] += cs
                     if writer:
                         writer.append("loop_requests", [c.to_dict() for c in state["checks"]])
-                    twin = _with_request_overhead(twin, state, opts, writer, say)
+                    twin = _with_stage_corrections(twin, state, opts, writer, say)
                 probe = None
                 if opts.probe and opts.served and twin.engine == "llama.cpp":
                     probe = SpeedProbe(lambda: speed_probe_s(url, served_name, opts.decode_prompt_tokens, gm.spec.vocab_size, pid, threads))
@@ -292,7 +288,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                         say(state["notes"][-1])
                     else:
                         probe = None
-                measure_points(url, served_name, state.get("work", work), state, twin, opts.duration_s, writer, pid, threads, say,
+                measure_points(url, served_name, state["work"], state, twin, opts.duration_s, writer, pid, threads, say,
                                alive=lambda: _alive(eng, proc), fit_to_tokenizer=True,
                                drain_limit_s=QUICK_DRAIN_FACTOR * opts.duration_s if opts.quick else None, probe=probe,
                                repeats=opts.repeats)
@@ -430,6 +426,16 @@ def capacity_work(mixes: Sequence[tuple[int, int]], n_requests: int, seed: int, 
     return {f"{m[0]}/{m[1]}": (first_point + i, capacity_workload(m, n_requests, seed)) for i, m in enumerate(mixes)}
 
 
+def plan_points(state: dict[str, Any], twin: Any, mixes: tuple[tuple[int, int], ...], rate_fractions: tuple[float, ...],
+                duration_s: float, seed: int) -> None:
+    """The twin's capacity and its prediction at every (mix, rate) point (`served_predictions`, the capacity for the
+    state's bursts) into state: "capacity", "served", "work" (what measure_points sends) and "artifacts" by point
+    (what served_steps re-simulates)."""
+    state["capacity"], state["served"], state["work"] = served_predictions(
+        twin, mixes, rate_fractions, duration_s, seed, bursts=_burst_artifacts(state))
+    state["artifacts"] = {pt: art for pt, _, _, _, art in state["work"]}
+
+
 def _burst_artifacts(state: dict[str, Any]) -> dict[str, Any]:
     """{mix name: capacity burst artifact} of state["capacity_work"] (empty without bursts)."""
     return {name: art for name, (_, art) in (state.get("capacity_work") or {}).items()}
@@ -521,6 +527,11 @@ class IterationOverhead:
     per_batch_s: tuple[tuple[int, float], ...]
 
 
+def decode_context_tokens(decode_prompt_tokens: int, output_tokens: int) -> float:
+    """The mean context of the isolated decode's steps (its prompt, then half its output)."""
+    return decode_prompt_tokens + (output_tokens - 1) / 2.0
+
+
 def iteration_overhead_s(checks: Sequence[Any], step_times: Any, decode_prompt_tokens: int,
                          output_tokens: int) -> IterationOverhead | None:
     """None when no isolated decode request measured a step (fewer than two chunks, or failed)."""
@@ -532,7 +543,7 @@ def iteration_overhead_s(checks: Sequence[Any], step_times: Any, decode_prompt_t
         by_b.setdefault(int(c.phase.split("@", 1)[1]), []).append(step)
     if not by_b:
         return None
-    context = decode_prompt_tokens + (output_tokens - 1) / 2.0
+    context = decode_context_tokens(decode_prompt_tokens, output_tokens)
     per_b = tuple((b, statistics.median(v) - step_times.decode_step_time_s(b, context)) for b, v in sorted(by_b.items()))
     return IterationOverhead(max(0.0, statistics.median(x for _, x in per_b)), per_b)
 
@@ -554,23 +565,22 @@ class ContextCorrection:
 
 def context_correction(checks: Sequence[Any], step_times: Any, prompt_tokens: int, decode_prompt_tokens: int,
                        output_tokens: int) -> ContextCorrection | None:
-    """None when no batch has a step at both contexts, or the two contexts are too close to tell apart."""
-    def residual(phases: tuple[str, ...], batch: int, context: float) -> float | None:
-        r = [st - step_times.decode_step_time_s(batch, context) for c in checks
-             if c.phase in phases and not c.error and (st := c.client_step_s) is not None]
-        return statistics.median(r) if r else None
-
+    """None when no batch has a step at both contexts, or the two contexts are too close to tell apart. The short-context
+    residual per batch is the batch correction's (`iteration_overhead_s`), measured at the same context."""
+    short = iteration_overhead_s(checks, step_times, decode_prompt_tokens, output_tokens)
     ctx_long = prompt_tokens + (PREFILL_DECODE_TOKENS - 1) / 2.0
-    ctx_ref = decode_prompt_tokens + (output_tokens - 1) / 2.0
-    if ctx_long - ctx_ref < 64:
+    ctx_ref = decode_context_tokens(decode_prompt_tokens, output_tokens)
+    if short is None or ctx_long - ctx_ref < 64:
         return None
+    by_b = dict(short.per_batch_s)
     batches = sorted({1} | {int(c.phase.split("@", 1)[1]) for c in checks if c.phase.startswith("longdecode@")})
     pairs, res = [], []
     for b in batches:
-        a = residual(("prefill", "longdecode@1") if b == 1 else (f"longdecode@{b}",), b, ctx_long)
-        r = residual((f"decode@{b}",), b, ctx_ref)
-        if a is None or r is None:
+        long_phases = ("prefill", "longdecode@1") if b == 1 else (f"longdecode@{b}",)
+        steps = [st for c in checks if c.phase in long_phases and not c.error and (st := c.client_step_s) is not None]
+        if not steps or b not in by_b:
             continue
+        a, r = statistics.median(steps) - step_times.decode_step_time_s(b, ctx_long), by_b[b]
         pairs.append((b, (a - r) / (b * (ctx_long - ctx_ref))))
         res.append((b, a, r))
     if not pairs:
@@ -630,7 +640,7 @@ def prefill_correction_s(checks: Sequence[Any], twin: Any) -> tuple[tuple[int, f
     return tuple((n, float(x)) for n, x in zip(knots, sol))
 
 
-def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, writer: Any, say: ProgressFn) -> Any:
+def _with_stage_corrections(twin: Any, state: dict[str, Any], opts: LoopOptions, writer: Any, say: ProgressFn) -> Any:
     """Calibration subset "stages": the isolated-prefill requests give the request overhead outside the step times
     (client TTFT − the engine's own prompt time: HTTP, tokenizing, first-token streaming), and the isolated decode
     requests the server-loop iteration overhead (`iteration_overhead_s`: sampling, streaming each token, and whatever
@@ -685,9 +695,7 @@ def _with_request_overhead(twin: Any, state: dict[str, Any], opts: LoopOptions, 
     # the rates are fractions of the capacity the corrected twin predicts (the one compared), so the points are set
     # anew: with the 2026-12-01 22:16 run's corrections the capacity fell from 1.01 to 0.83 req/s, and the points set
     # from the first prediction ran at 24-145 % of it instead of 20-120 %
-    state["capacity"], state["served"], state["work"] = served_predictions(
-        twin, opts.mixes, opts.rate_fractions, opts.duration_s, opts.seed, bursts=_burst_artifacts(state))
-    state["artifacts"] = {pt: art for pt, _, _, _, art in state["work"]}
+    plan_points(state, twin, opts.mixes, opts.rate_fractions, opts.duration_s, opts.seed)
     for name, c in state["capacity"].items():
         say(f"twin: {name} capacity re-predicted with the corrections: {c['requests_per_s']:.3f} req/s, simulated "
             "(the served rates are set from it)")
