@@ -141,6 +141,37 @@ def measure_prompts(endpoint: str, model: str, lengths: Sequence[int], vocab: in
     return checks
 
 
+SAVE_PROBE_TOKENS = 16  # the small requests around a prompt-cache copy: their own slot states copy in ~0.1 ms
+
+
+def measure_prompt_saves(endpoint: str, model: str, cases: Sequence[tuple[int, int]], vocab: int, reps: int,
+                         slots: int) -> list[RequestCheck]:
+    """What llama-server's host-RAM prompt cache costs at a task's launch (LlamaServerSettings.prompt_save_s): per
+    (prompt, output) case and rep, one request of that shape, then `slots` small requests one at a time (phase
+    "save@P/O"), so that the case's slot state is copied at one of their launches (as an idle slot, or when the slot is
+    chosen again by LRU); their summed TTFT outside the engine's prompt time, less as many baseline requests' (phase
+    "savebase": small requests after small ones), is the copy. The baseline is also the request overhead outside any
+    copy. The shapes are the served mixes': a copy's cost depends on the slot's prompt and generated tokens."""
+    checks: list[RequestCheck] = []
+    seed = [5000]
+
+    def one(phase: str, rep: int, n: int, out: int) -> None:
+        seed[0] += 1
+        s = http.stream(endpoint + "/v1/completions", completion_body(model, token_prompt(int(n), seed[0], vocab), int(out)))
+        if s.status != 200 or s.error:
+            raise HarnessError(f"prompt-cache copy measurement ({n}-token prompt, {out} tokens) failed (HTTP {s.status}): {s.error}")
+        checks.append(_check(phase, rep, s))
+
+    for rep in range(2 * slots):  # every slot holds a small state; the later ones are the baseline
+        one("savebase" if rep >= slots else "savewarm", rep, SAVE_PROBE_TOKENS, 1)
+    for rep in range(reps):
+        for p, o in cases:
+            one(f"case@{p}/{o}", rep, p, o)
+            for _ in range(slots):
+                one(f"save@{p}/{o}", rep, SAVE_PROBE_TOKENS, 1)
+    return checks
+
+
 def measure_prefill(endpoint: str, model: str, prompt_tokens: int, vocab: int, reps: int, pid: int | None = None,
                     threads: int = 1) -> tuple[list[Measured], list[RequestCheck]]:
     checks: list[RequestCheck] = []

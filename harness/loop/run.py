@@ -25,8 +25,9 @@ from harness.errors import HarnessError
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
 from harness.loop.compare import (TARGETS_PCT, ServedComparison, compare, compare_capacity, compare_capacity_burst,
                                   compare_served, served_verdict)
-from harness.loop.measure import (PREFILL_DECODE_TOKENS, ServedMeasurement, combine_repeats, completion_body, fit_prompts,
-                                  measure_decode, measure_prefill, measure_prompts, measure_served, token_prompt)
+from harness.loop.measure import (PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, ServedMeasurement, combine_repeats, completion_body,
+                                  fit_prompts, measure_decode, measure_prefill, measure_prompt_saves, measure_prompts,
+                                  measure_served, token_prompt)
 from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
 
@@ -269,6 +270,10 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                     if more:  # the prefill correction's knots at the served prompt lengths the stages did not run
                         _alive(eng, proc)
                         state["checks"] += measure_prompts(url, served_name, more, gm.spec.vocab_size, 2)
+                    if sched.prompt_cache_ram:  # the host-RAM prompt cache's copy of a slot, at the served mixes' shapes
+                        _alive(eng, proc)
+                        cases = sorted({(opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS)} | ({tuple(m) for m in opts.mixes} if opts.served else set()))
+                        state["checks"] += measure_prompt_saves(url, served_name, cases, gm.spec.vocab_size, 2, sched.slots)
                     if max(opts.batches) > 1:  # the context correction's second batch: the largest, after long prompts
                         _alive(eng, proc)
                         _, cs = measure_decode(url, served_name, max(opts.batches), opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS,
@@ -588,6 +593,60 @@ def context_correction(checks: Sequence[Any], step_times: Any, prompt_tokens: in
     return ContextCorrection(tuple(pairs), ctx_ref, ctx_long, tuple(res))
 
 
+@dataclass(frozen=True)
+class PromptSave:
+    """llama-server's host-RAM prompt-cache copy of a slot state, from the isolated requests (calibration subset
+    "stages", `measure_prompt_saves`): per (prompt, output) case, the median over reps of the summed TTFT outside the
+    engine's prompt time of the small requests after it, less as many baseline requests'; fitted as
+    `per_prompt_s` × prompt tokens + `per_generated_s` × generated tokens (output − 1 in the slot), both >= 0.
+    `baseline_s` is the median baseline request's TTFT outside the prompt time: the request overhead without a copy."""
+
+    per_prompt_s: float
+    per_generated_s: float
+    baseline_s: float
+    knots: tuple[tuple[int, int, float], ...]  # (prompt tokens, generated tokens, measured seconds)
+
+    def predicted_s(self, prompt_tokens: int, generated_tokens: int) -> float:
+        return self.per_prompt_s * prompt_tokens + self.per_generated_s * generated_tokens
+
+
+def prompt_save(checks: Sequence[Any]) -> PromptSave | None:
+    """None without baseline requests or cases."""
+    import numpy as np  # noqa: PLC0415
+
+    base = [c.ttft_minus_engine_prompt_s for c in checks if c.phase == "savebase" and not c.error
+            and c.ttft_minus_engine_prompt_s is not None]
+    if not base:
+        return None
+    b = statistics.median(base)
+    sums: dict[tuple[int, int], dict[int, list[float]]] = {}
+    for c in checks:
+        if c.phase.startswith("save@") and not c.error and c.ttft_minus_engine_prompt_s is not None:
+            p, o = (int(x) for x in c.phase.split("@", 1)[1].split("/"))
+            sums.setdefault((p, o), {}).setdefault(c.rep, []).append(c.ttft_minus_engine_prompt_s - b)
+    knots = tuple((p, max(0, o - 1), statistics.median(sum(v) for v in reps.values())) for (p, o), reps in sorted(sums.items()))
+    if not knots:
+        return None
+    a = np.array([[k[0], k[1]] for k in knots], dtype=float)
+    y = np.array([k[2] for k in knots], dtype=float)
+    best: tuple[float, float, float] | None = None  # (rms, per prompt token, per generated token), both >= 0
+    for cols in ((0, 1), (0,), (1,)):
+        sub = a[:, cols]
+        if not sub.any():
+            continue
+        x = np.linalg.lstsq(sub, y, rcond=None)[0]
+        if (x < 0).any():
+            continue
+        coef = [0.0, 0.0]
+        for i, c in enumerate(cols):
+            coef[c] = float(x[i])
+        rms = float(np.sqrt(np.mean((a @ np.array(coef) - y) ** 2)))
+        if best is None or rms < best[0] - 1e-12:
+            best = (rms, coef[0], coef[1])
+    per_p, per_g = (best[1], best[2]) if best else (0.0, 0.0)
+    return PromptSave(per_p, per_g, max(0.0, b), knots)
+
+
 def prompt_alone_s(twin: Any, prompt_tokens: int) -> float:
     """The twin's own prompt time for one request of `prompt_tokens` tokens sent to an idle engine: its first token's
     instant minus its arrival and the request overhead (what llama-server's `timings.prompt_ms` measures), simulated
@@ -652,12 +711,28 @@ def _with_stage_corrections(twin: Any, state: dict[str, Any], opts: LoopOptions,
     d = [c.ttft_minus_engine_prompt_s for c in state["checks"] if c.phase == "prefill" and c.ttft_minus_engine_prompt_s is not None]
     if not d or twin.engine != "llama.cpp":
         return twin
-    overhead = max(0.0, statistics.median(d))
+    ps = prompt_save(state["checks"]) if twin.settings.prompt_cache_ram else None
+    if ps is not None:
+        # the isolated prefills' TTFT outside the prompt time holds the copy of the previous request's slot (57-72 ms
+        # for a 512-token prompt on Gemma 3 270M, 2026-12-02), which the twin now models as its own term
+        overhead, how = ps.baseline_s, (f"median client TTFT − engine prompt time of {sum(c.phase == 'savebase' for c in state['checks'])} "
+                                        f"{SAVE_PROBE_TOKENS}-token requests after {SAVE_PROBE_TOKENS}-token ones, which copy no large slot state")
+    else:
+        overhead, how = max(0.0, statistics.median(d)), f"median client TTFT − engine prompt time of {len(d)} isolated-prefill requests"
     twin = replace(twin, settings=replace(twin.settings, request_overhead_s=overhead),
-                   notes=(*twin.notes, f"request overhead {overhead * 1e3:.1f} ms (median client TTFT − engine prompt time of "
-                                       f"{len(d)} isolated-prefill requests: calibration subset 'stages')"))
+                   notes=(*twin.notes, f"request overhead {overhead * 1e3:.1f} ms ({how}: calibration subset 'stages')"))
     state["notes"].append(twin.notes[-1])
-    say(f"request overhead from the isolated prefills: {overhead * 1e3:.1f} ms; re-predicting the served points")
+    say(f"request overhead from the isolated requests: {overhead * 1e3:.1f} ms; re-predicting the served points")
+    if ps is not None:
+        twin = replace(twin, settings=replace(twin.settings, prompt_save_s_per_prompt_token=ps.per_prompt_s,
+                                              prompt_save_s_per_generated_token=ps.per_generated_s))
+        knots = "; ".join(f"{p} + {g} tokens {x * 1e3:.1f} ms (fit {ps.predicted_s(p, g) * 1e3:.1f})" for p, g, x in ps.knots)
+        twin = replace(twin, notes=(*twin.notes, f"host-RAM prompt-cache copy of a slot state at a task's launch, blocking "
+                                                 f"the server loop: {ps.per_prompt_s * 1e6:.1f} µs a prompt token + "
+                                                 f"{ps.per_generated_s * 1e6:.1f} µs a generated token ({knots}; the small "
+                                                 f"requests after each case, less the baseline): calibration subset 'stages'"))
+        state["notes"].append(twin.notes[-1])
+        say(state["notes"][-1])
     it = iteration_overhead_s(state["checks"], twin.step_times, opts.decode_prompt_tokens, opts.output_tokens)
     if it is not None:
         per_b = ", ".join(f"B={b} {x * 1e3:+.2f} ms" for b, x in it.per_batch_s)

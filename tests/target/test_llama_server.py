@@ -174,3 +174,47 @@ def test_prefill_correction_by_prompt_length_interpolates_and_applies_to_prompt_
     for bad in (((0, 0.001),), ((32, 0.001), (32, 0.002)), ((32, float("nan")),), (("x", 1),)):
         with pytest.raises(HarnessError, match="prefill_correction_by_tokens_s"):
             LlamaServerSettings(prefill_correction_by_tokens_s=bad)
+
+
+SAVE = {"prompt_save_s_per_prompt_token": 1e-3, "prompt_save_s_per_generated_token": 1e-4}
+
+
+def test_host_ram_prompt_cache_copies_each_finished_slot_once_at_the_next_launch():
+    # A (100 prompt, 5 out) ends in slot 1 holding 100 + 4 tokens; B's launch (slot 0, LRU) copies slot 1 as an idle slot
+    # (0.1004 s) before B's prompt runs; C (slot 1 by LRU, already copied) copies the idle slot 0 (10 + 0 tokens)
+    reqs = [(0.0, 100, 5), (1.0, 10, 1), (2.0, 10, 1)]
+    r = run(reqs, slots=2, **SAVE)
+    assert r.first_token_s[1] == pytest.approx(1.0 + 0.1004 + 0.010)
+    assert r.first_token_s[2] == pytest.approx(2.0 + 0.010 + 0.010)
+    assert run(reqs, slots=2, **SAVE, prompt_cache_ram=False).first_token_s[1] == pytest.approx(1.010)
+    # without --cache-idle-slots only the slot chosen by LRU is copied: C pays for A's slot instead of B
+    r = run(reqs, slots=2, **SAVE, cache_idle_slots=False)
+    assert r.first_token_s[1] == pytest.approx(1.010)
+    assert r.first_token_s[2] == pytest.approx(2.0 + 0.1004 + 0.010)
+
+
+def test_the_copy_blocks_every_slot_of_the_server_loop():
+    # D decodes 200 tokens in slot 1; A2 finishes in slot 0; E's launch copies slot 0 (10 + 1 tokens: 0.0101 s) and D's
+    # stream waits for it as E's first token does
+    reqs = [(0.0, 10, 200), (0.5, 10, 2), (1.0, 10, 1)]
+    r, r0 = run(reqs, slots=2, **SAVE), run(reqs, slots=2)
+    assert r.first_token_s[2] - r0.first_token_s[2] == pytest.approx(0.0101)
+    assert r.finished_s[0] - r0.finished_s[0] == pytest.approx(0.0101)
+    s = LlamaServerSettings(**SAVE)
+    assert s.prompt_save_s(512, 63) == pytest.approx(0.5183)
+    assert LlamaServerSettings(**SAVE, prompt_cache_ram=False).prompt_save_s(512, 63) == 0.0
+    with pytest.raises(HarnessError, match="prompt_save_s_per_prompt_token"):
+        LlamaServerSettings(prompt_save_s_per_prompt_token=-1.0)
+
+
+def test_cache_ram_flags():
+    class O:
+        parallel, ctx_size, batch_size, ubatch_size, cont_batching = 4, 8192, 2048, 512, True
+
+    assert settings_from_engine(O, []).prompt_cache_ram and settings_from_engine(O, []).cache_idle_slots
+    assert not settings_from_engine(O, ["--cache-ram", "0"]).prompt_cache_ram
+    assert not settings_from_engine(O, ["-cram=0"]).prompt_cache_ram
+    assert settings_from_engine(O, ["-cram", "-1"]).prompt_cache_ram
+    assert not settings_from_engine(O, ["--no-cache-idle-slots"]).cache_idle_slots
+    with pytest.raises(HarnessError, match="--cache-ram"):
+        settings_from_engine(O, ["--cache-ram", "lots"])
