@@ -209,7 +209,12 @@ def measure_prefill(endpoint: str, model: str, prompt_tokens: int, vocab: int, r
 def measure_decode(endpoint: str, model: str, batch: int, prompt_tokens: int, output_tokens: int, vocab: int,
                    reps: int, pid: int | None = None, threads: int = 1, phase: str = "decode") -> tuple[Measured, list[RequestCheck]]:
     """`batch` concurrent streams started together; aggregate tokens/s = Σ per-request decode rates. The checks are
-    labelled `phase`@batch ("longdecode" for the long-context decode the context correction reads)."""
+    labelled `phase`@batch ("longdecode" for the long-context decode the context correction reads).
+
+    Stream i runs in slot i (llama-server's request field `id_slot`): the B sequences are then consecutive slot ids, so
+    each step is one micro-batch (split_equal takes consecutive ids only), the step the twin's corrections are taken
+    against. Left to LRU, two streams could land in slots 0 and 2 and every step be two passes over the weights (the
+    2026-12-02 01:44 run's batch-2 correction, +9.1 ms, against +2.3 ms at batch 1 and −0.7 ms at batch 4)."""
     checks: list[RequestCheck] = []
     agg_eng, agg_client, shares = [], [], []
     for rep in range(reps):
@@ -220,7 +225,7 @@ def measure_decode(endpoint: str, model: str, batch: int, prompt_tokens: int, ou
 
         def one(i: int) -> None:
             try:
-                body = completion_body(model, token_prompt(prompt_tokens, 7919 * rep + i, vocab), output_tokens)
+                body = {**completion_body(model, token_prompt(prompt_tokens, 7919 * rep + i, vocab), output_tokens), "id_slot": i}
                 barrier.wait(timeout=30)
                 results[i] = http.stream(endpoint + "/v1/completions", body)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread

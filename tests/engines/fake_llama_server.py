@@ -1,6 +1,9 @@
 """A stand-in llama-server for loop tests: takes llama-server's command line, serves /health, /tokenize, /detokenize,
 /metrics and OpenAI completions (streamed, with llama.cpp's `timings`), one request at a time per slot, with
-fixed per-token times. `--fake-die-after N` makes it exit mid-run after N completions (the engine-dies test).
+fixed per-token times. `--fake-die-after N` makes it exit mid-run after N completions (the engine-dies test);
+`--fake-save-s-per-token S` delays each request's start by S per token of the requests finished since the last start
+(prompt over 16 tokens only: llama-server's host-RAM prompt-cache copy, outside `timings.prompt_ms`);
+`--fake-body-log FILE` appends each completion request's id_slot, prompt tokens and max_tokens as a JSON line.
 Listens on 127.0.0.1 only; exits by itself after `--fake-lifetime-s`."""
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=1)
     ap.add_argument("--fake-die-after", type=int, default=None)
     ap.add_argument("--fake-lifetime-s", type=float, default=300.0)
+    ap.add_argument("--fake-save-s-per-token", type=float, default=0.0)
+    ap.add_argument("--fake-body-log", default=None)
     a, _ = ap.parse_known_args()
+    unsaved: list[int] = []
     slots = asyncio.Semaphore(a.parallel)
     done = [0]
 
@@ -53,7 +59,16 @@ def main() -> None:
         p = b.get("prompt", "")
         n_p = len(p) if isinstance(p, list) else len(tok(p, True))  # token ids: no BOS added, as llama-server
         n_out = int(b.get("max_tokens", 16))
+        if a.fake_body_log:
+            with open(a.fake_body_log, "a") as f:
+                f.write(json.dumps({"id_slot": b.get("id_slot"), "n_prompt": n_p, "max_tokens": n_out}) + "\n")
         async with slots:
+            if a.fake_save_s_per_token and unsaved:
+                cost = a.fake_save_s_per_token * sum(unsaved)
+                unsaved.clear()
+                await asyncio.sleep(cost)
+            if n_p > 16:
+                unsaved.append(n_p + n_out - 1)
             t0 = time.perf_counter()
             await asyncio.sleep(n_p * PROMPT_S_PER_TOKEN)
             prompt_ms = (time.perf_counter() - t0) * 1e3

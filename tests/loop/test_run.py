@@ -270,3 +270,23 @@ def test_the_notes_served_steps_adds_reach_the_cpu_loop_report(tmp_path, fixed_c
     model = write_random_gguf(tmp_path / "rand.gguf")
     r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path), progress=None)
     assert r.status == "complete" and "host stability, m: a note from served_steps" in r.notes
+
+
+def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fixed_constants):
+    model = write_random_gguf(tmp_path / "rand.gguf")
+    log = tmp_path / "bodies.jsonl"
+    cfg = config(tmp_path, model, fake_binary(tmp_path), extra=["--fake-save-s-per-token", "0.001", "--fake-body-log", str(log)])
+    r = run_loop(quick_opts(cfg, tmp_path), progress=None)
+    assert r.status == "complete"
+    bodies = [json.loads(x) for x in log.read_text().splitlines()]
+    # the isolated decode's streams run in slots 0..B-1 (consecutive ids: one micro-batch a step)
+    assert {b["id_slot"] for b in bodies if b["id_slot"] is not None} == {0, 1}
+    assert any(c.phase.startswith("save@") for c in r.checks) and any(c.phase == "savebase" for c in r.checks)
+    tw = r.twin["settings"]
+    copy_48_6 = tw["prompt_save_s_per_prompt_token"] * 48 + tw["prompt_save_s_per_generated_token"] * 5
+    assert 0.8 * 0.053 < copy_48_6 < 2.0 * 0.053  # the stand-in copies 48 + 5 tokens at 1 ms each (sleeps overshoot)
+    assert tw["request_overhead_s"] < 0.030  # the small requests' baseline, not a copy
+    assert any(n.startswith("host-RAM prompt-cache copy") for n in r.notes)
+    # --cache-ram 0: nothing is copied, nothing measured
+    r0 = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path), extra=["--cache-ram", "0"]), tmp_path), progress=None)
+    assert not any(c.phase.startswith("save") for c in r0.checks) and not r0.twin["settings"]["prompt_cache_ram"]
