@@ -212,9 +212,10 @@ def measure_decode(endpoint: str, model: str, batch: int, prompt_tokens: int, ou
     labelled `phase`@batch ("longdecode" for the long-context decode the context correction reads).
 
     Stream i runs in slot i (llama-server's request field `id_slot`): the B sequences are then consecutive slot ids, so
-    each step is one micro-batch (split_equal takes consecutive ids only), the step the twin's corrections are taken
-    against. Left to LRU, two streams could land in slots 0 and 2 and every step be two passes over the weights (the
-    2026-12-02 01:44 run's batch-2 correction, +9.1 ms, against +2.3 ms at batch 1 and −0.7 ms at batch 4)."""
+    each step is one micro-batch (split_equal takes consecutive ids only), the configuration the twin's corrections are
+    computed against, whatever slots LRU would have picked after the earlier stages. (On Gemma 3 270M here it made no
+    measurable difference, 2026-12-02: batch-2 steps of 29.9-34.7 ms in slots 0+1, 2+3, 0+2 or by LRU, against
+    14.6-15.9 ms at batch 1; the batch-2 correction is the step-time fit's own error at B = 2.)"""
     checks: list[RequestCheck] = []
     agg_eng, agg_client, shares = [], [], []
     for rep in range(reps):
