@@ -241,10 +241,9 @@ def label_held_out(points: Sequence[StepPoint], rule: str = "every-3rd",
 # ---------------------------------------------------------------- fitting (pure)
 
 
-def nnls_relative(X: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """argmin_{c >= 0} Σ ((X c − t) / t)², exactly, by least squares on every subset of the columns."""
-    A = X / t[:, None]
-    y = np.ones(len(t))
+def nnls(A: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """argmin_{c >= 0} ||A c − y||², exactly, by least squares on every subset of the (few) columns, each scaled to a
+    largest entry of 1 first."""
     scale = np.abs(A).max(axis=0)
     scale[scale == 0] = 1.0
     A = A / scale
@@ -262,6 +261,11 @@ def nnls_relative(X: np.ndarray, t: np.ndarray) -> np.ndarray:
                 full[list(cols)] = c
                 best, best_sse = full, sse
     return best / scale
+
+
+def nnls_relative(X: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """argmin_{c >= 0} Σ ((X c − t) / t)², exactly (`nnls` on the rows divided by t)."""
+    return nnls(X / t[:, None], np.ones(len(t)))
 
 
 @dataclass(frozen=True)

