@@ -28,8 +28,9 @@ DEFAULT_RESULTS = Path("results")
 # writer changes a field. History, each: 1 — first version (also: files written before sidecars carried a version).
 # summary.json is versioned by its owner, workloads.summary (SUMMARY_SCHEMA_VERSION, read_summary). A sidecar not
 # listed here (e.g. llama_cpp_raw.json, whose keys are tool names) is written as given: list it to version it.
-# loop_report.json: 2 — status/error, served-load points, capacity, verdict, twin (harness.loop.report).
-SIDECAR_VERSIONS: dict[str, int] = {"plan.json": 1, "loop_report.json": 2, "loop_report.md.json": 1, "sweep.json": 1,
+# loop_report.json: 2 — status/error, served-load points, capacity, verdict, twin (harness.loop.report);
+# 3 — stage windows and the verdict per window mode (harness.loop.windows).
+SIDECAR_VERSIONS: dict[str, int] = {"plan.json": 1, "loop_report.json": 3, "loop_report.md.json": 1, "sweep.json": 1,
                                     "session_extra.json": 1, "engine_logs.json": 1}
 
 
@@ -40,7 +41,15 @@ def _loop_report_1_to_2(d: dict) -> dict:
 
 
 SIDECAR_UPGRADES: dict[str, dict[int, Callable[[dict], dict]]] = {name: {} for name in SIDECAR_VERSIONS}
+def _loop_report_2_to_3(d: dict) -> dict:
+    """A loop report before stage windows: its one stage measurement is window 0, every point was predicted from it."""
+    return {**d, "stage_windows": d.get("stage_windows", []), "window_verdicts": d.get("window_verdicts", {}),
+            "served": [{**p, "stage_windows": p.get("stage_windows", [0])} for p in d.get("served") or []],
+            "checks": [{**c, "window": c.get("window", 0)} for c in d.get("checks") or []]}
+
+
 SIDECAR_UPGRADES["loop_report.json"][1] = _loop_report_1_to_2
+SIDECAR_UPGRADES["loop_report.json"][2] = _loop_report_2_to_3
 
 
 def warn(message: str) -> None:

@@ -76,6 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--probe", action="store_true",
                         help="cpu: time a 24-token batch-1 request after the stages and before each served point, and scale the "
                              "twin's steps for that point by it (experimental: it did not help on 2026-12-01, docs/loop-cpu.md)")
+    parser.add_argument("--stage-windows", type=int, default=None,
+                        help="cpu: measure the isolated stages this many times over the loop (1-10): before the served points, "
+                             "between them and after the last; each point is predicted from the windows around it "
+                             "(default 3; 1 with --quick or --probe)")
     parser.add_argument("--seed", type=int, default=0, help="workload seed (arrivals and prompts; the twin replays the same)")
     parser.add_argument("--no-stages", action="store_true", help="skip the isolated prefill/decode measurements")
     parser.add_argument("--no-served", action="store_true", help="skip the served-load points")
@@ -118,7 +122,7 @@ def _cpu(args: argparse.Namespace):
         quick=args.quick, stages=not args.no_stages, served=not args.no_served, mixes=_mixes(args.mixes),
         rate_fractions=_fractions(args.rates), point_duration_s=args.point_duration_s, seed=args.seed,
         capacity_requests=args.capacity_requests, probe=args.probe, repeats=args.repeats,
-        results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
+        stage_windows=args.stage_windows, results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
     )
     return run_loop(opts)
 
@@ -126,8 +130,8 @@ def _cpu(args: argparse.Namespace):
 def _gpu(args: argparse.Namespace):
     from harness.loop.gpu import GpuLoopOptions, run_gpu_loop  # noqa: PLC0415
 
-    if args.repeats != 1 or args.probe:
-        raise HarnessError("--repeats and --probe are for `harness loop cpu`; the GPU loop measures each point once.")
+    if args.repeats != 1 or args.probe or args.stage_windows is not None:
+        raise HarnessError("--repeats, --probe and --stage-windows are for `harness loop cpu`; the GPU loop measures each point once.")
     if args.capacity_requests is not None:
         raise HarnessError("--capacity-requests is for `harness loop cpu`; the GPU loop reads capacity from its overloaded point.")
     if not args.config or not args.gpu:

@@ -38,6 +38,7 @@ class RequestCheck:
     client_decode_s: float | None  # first to last chunk
     e2e_s: float
     error: str | None
+    window: int = 0  # the stage window it was measured in (harness.loop.windows; 0: before the served points)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import Any
 
 from harness.loop.compare import _is_time
 from harness.loop.report import LoopReport
@@ -53,7 +54,7 @@ def render_markdown(r: LoopReport) -> str:
     if c.dram_bandwidth_bytes_per_s:
         lines.append(f"- B_dram = {c.dram_bandwidth_bytes_per_s / 1e9:.1f} GB/s (read of {c.dram_buffer_bytes / 2**20:.0f} MiB, "
                      f"4× the {c.llc_bytes / 2**20:.0f} MiB LLC; reference only)")
-    lines += _served(r) + _steps(r)
+    lines += _served(r) + _windows(r) + _steps(r)
     if not r.comparisons:
         return _tail(r, lines)
     lines += [
@@ -128,6 +129,39 @@ def _steps(r: LoopReport) -> list[str]:
         lines.append(f"| {x.mix} | {x.batch} | {x.engine_n} (twin {x.twin_n}) | {_ms(x.engine_median_s)} | {_ms(x.twin_median_s)} | "
                      f"{_pct(x.median_error_pct)} | {_ms(x.engine_mean_s)} | {_ms(x.twin_mean_s)} | {_pct(x.mean_error_pct)} | "
                      f"{x.engine_share:.0%} / {x.twin_share:.0%} |")
+    return lines
+
+
+def _windows(r: LoopReport) -> list[str]:
+    """The stage windows (harness.loop.windows): when each was measured and what it measured, with the spread."""
+    ws = r.stage_windows
+    if len(ws) < 2:
+        return []
+    from harness.loop.windows import spread_pct  # noqa: PLC0415
+
+    batches = sorted({int(b) for w in ws for b, _ in w.get("decode_step_s_by_batch") or ()})
+    p = r.settings.get("prompt_tokens")
+    lines = ["", "### Stage windows: the isolated stages measured again between the served points", "",
+             "Each served point is predicted from the window before it and the window after it (their requests pooled); "
+             "nothing served enters the corrections.", "",
+             f"| window | began | after served point | requests | took | {p}-token prefill (engine) | "
+             + " | ".join(f"decode step B={b} (client)" for b in batches) + " |",
+             "|---|---|---|---|---|---|" + "---|" * len(batches)]
+
+    def dec(w: dict[str, Any], b: int) -> float | None:
+        return dict((int(k), v) for k, v in w.get("decode_step_s_by_batch") or ()).get(b)
+
+    for w in ws:
+        after = "— (before them)" if w.get("after_point") is None else str(int(w["after_point"]) + 1)
+        lines.append(f"| {int(w['index']) + 1} | {w['started_s'] / 60:.1f} min | {after} | {w['requests']} | {w['duration_s']:.0f} s | "
+                     f"{_ms(w.get('prefill_prompt_s'))} | " + " | ".join(_ms(dec(w, b)) for b in batches) + " |")
+    sp = [spread_pct([w.get("prefill_prompt_s") for w in ws])] + [spread_pct([dec(w, b) for w in ws]) for b in batches]
+    lines.append("| spread (max − min over the median) | | | | | " + " | ".join("—" if x is None else f"{x:.0f} %" for x in sp) + " |")
+    if r.window_verdicts:
+        names = {"bracketing": "the windows around each point (the prediction above)", "first": "window 1 alone (how the points were planned)",
+                 "pooled": "every window pooled"}
+        lines += [""] + [f"- verdict with {names.get(m, m)}: " + (f"{d['met']} of {d['judged']} judged figures within target" if d else "nothing judged")
+                         for m, d in r.window_verdicts.items()]
     return lines
 
 

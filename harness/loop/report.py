@@ -3,6 +3,8 @@
 LOOP_REPORT_SCHEMA_VERSION format history:
 1 — unversioned loop_report.json (stages only: prefill, TTFT, decode at batch B).
 2 — schema_version, status, served-load points (twin prediction vs load generator), capacity, verdict, twin spec.
+3 — stage windows (the isolated stages measured several times over the loop: harness.loop.windows), the windows each
+    served point was predicted from, the verdict per window mode; request checks carry their window.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from harness.loop.compare import Comparison, ServedComparison, Verdict
 from harness.loop.measure import Measured, RequestCheck, ServedMeasurement
 from harness.loop.predict import Predicted
 
-LOOP_REPORT_SCHEMA_VERSION = 2
+LOOP_REPORT_SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class ServedPoint:
     measured: dict[str, Any] | None  # ServedMeasurement.to_dict(), None when not measured (yet)
     simulate_s: float  # wall seconds the prediction took
     step_scale: float = 1.0  # the twin's step times × this for the point (host speed probe; 1: no probe)
+    stage_windows: tuple[int, ...] = (0,)  # the stage windows whose requests corrected the twin that predicted it
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,6 +61,8 @@ class LoopReport:
     served_comparisons: tuple[ServedComparison, ...] = ()
     verdict: Verdict | None = None
     served_steps: tuple[Any, ...] = ()  # harness.loop.iterations.StepRow: engine iterations from the streams vs the twin's
+    stage_windows: tuple[dict[str, Any], ...] = ()  # StageWindow.to_dict() | WindowSummary.to_dict(), in order
+    window_verdicts: dict[str, Any] = field(default_factory=dict)  # window mode -> Verdict.to_dict() (None: nothing judged)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +75,7 @@ class LoopReport:
             "served_comparisons": [c.to_dict() for c in self.served_comparisons],
             "verdict": self.verdict.to_dict() if self.verdict else None,
             "served_steps": [r.to_dict() for r in self.served_steps],
+            "stage_windows": list(self.stage_windows), "window_verdicts": self.window_verdicts,
         }
 
 

@@ -30,6 +30,7 @@ from harness.loop.measure import (PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, Serv
                                   measure_served, token_prompt)
 from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
+from harness.loop.windows import WINDOW_MODES, StageWindow, of_windows, summarise, window_points, windows_for
 
 DEFAULT_MIXES = ((512, 64), (128, 256))
 DEFAULT_RATE_FRACTIONS = (0.2, 0.5, 0.8, 1.2)  # of the predicted capacity; 1.2 measures the capacity itself
@@ -37,6 +38,7 @@ FULL_POINT_S, QUICK_POINT_S = 60.0, 10.0
 PROBE_OUTPUT_TOKENS = 24  # the speed probe: one request at batch 1, its mean step over 23 gaps
 PROBE_SCALE_BOUNDS = (0.5, 2.0)  # a probe outside these × the reference is taken as a glitch and clamped
 QUICK_DRAIN_FACTOR = 1.0  # --quick: a point's drain is cut this many point durations after its last intended send (2.0 took the loop to 3.5 min)
+DEFAULT_STAGE_WINDOWS = 3  # before the served points, after about half of them, after the last (harness.loop.windows)
 CAPACITY_BURST_PER_SLOT = 6  # the capacity burst's requests per slot (the full loop's default)
 
 ProgressFn = Callable[[str], None]
@@ -67,6 +69,7 @@ class LoopOptions:
     point_duration_s: float | None = None  # default FULL_POINT_S (QUICK_POINT_S with quick)
     capacity_requests: int | None = None  # the capacity burst: None = CAPACITY_BURST_PER_SLOT x slots (0 with quick); 0 = none
     repeats: int = 1  # each served point's workload measured this many times back to back; the median is compared
+    stage_windows: int | None = None  # stage measurements over the loop (harness.loop.windows); None: 3, 1 with quick or probe
     probe: bool = False  # a host speed probe before each served point scales the twin's step times for it (opt-in:
     # the 2026-12-01 15:31 run with it judged 7 of 18 within target; re-predicted offline from its twin.json, 5 of 18 with
     # the probe's scales and 8 of 18 without: the 24-token batch-1 probe does not track batch-4 and prefill drift)
@@ -91,6 +94,11 @@ class LoopOptions:
             raise HarnessError(f"--point-duration-s must be in [2, 3600] seconds, got {d!r}.")
         if isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or not 1 <= self.repeats <= 10:
             raise HarnessError(f"--repeats must be an integer from 1 to 10, got {self.repeats!r}.")
+        w = self.stage_windows
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= 10):
+            raise HarnessError(f"--stage-windows must be an integer from 1 to 10 (1: the stages once, before the served points), got {w!r}.")
+        if w is not None and w > 1 and self.probe:
+            raise HarnessError("--probe and --stage-windows > 1 both follow the host's speed over the loop; give one of them.")
         c = self.capacity_requests
         if c is not None and (isinstance(c, bool) or not isinstance(c, int) or not (c == 0 or c >= 10)):
             raise HarnessError(f"--capacity-requests must be 0 (no capacity measurement) or an integer >= 10 (the 20th-80th "
@@ -106,6 +114,15 @@ class LoopOptions:
     @property
     def duration_s(self) -> float:
         return float(self.point_duration_s or (QUICK_POINT_S if self.quick else FULL_POINT_S))
+
+    @property
+    def n_windows(self) -> int:
+        """Stage windows to measure: one without both stages and served points (nothing to put between)."""
+        if not (self.stages and self.served):
+            return 1
+        if self.stage_windows is not None:
+            return self.stage_windows
+        return 1 if (self.quick or self.probe) else DEFAULT_STAGE_WINDOWS
 
     def capacity_burst(self, slots: int) -> int:
         """Requests of the capacity burst. At 6 × slots, N − ⌊0.8 N⌋ ≥ slots requests are still unfinished at the 80th
@@ -190,7 +207,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
         "decode_prompt_tokens": opts.decode_prompt_tokens, "output_tokens": opts.output_tokens, "batches": list(opts.batches),
         "reps": opts.reps, "quick": opts.quick, "threads": threads, "kv_dtype": "f16 (llama.cpp default)",
         "mixes": [list(m) for m in opts.mixes], "rate_fractions": list(opts.rate_fractions), "point_duration_s": opts.duration_s,
-        "seed": opts.seed, "schedule": "poisson", "time_to_ready": None,
+        "seed": opts.seed, "schedule": "poisson", "time_to_ready": None, "stage_windows": opts.n_windows,
     }
     model_d = {"gguf": gm.path, "architecture": gm.architecture, "file_type": gm.file_type, "spec": asdict(gm.spec),
                "weight_bytes": gm.weight_bytes, "streamed_weight_bytes": gm.streamed_weight_bytes,
@@ -214,7 +231,8 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                           tuple(comps), tuple(state["checks"]), settings, str(writer.path) if writer else None,
                           tuple(state["notes"]), status, error, state["twin"].to_dict() if state["twin"] else None,
                           state["capacity"], tuple(with_measured(state)), tuple(rows), served_verdict(rows) if rows else None,
-                          steps)
+                          steps, tuple(w.to_dict() | summarise(state["checks"], w.index).to_dict() for w in state.get("windows") or ()),
+                          state.get("window_verdicts") or {})
 
     try:
         say(f"calibrating {gm.spec.name} constants on {threads} threads (engine stopped)")
@@ -256,31 +274,14 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                 # warm-up: the first requests after load page weights in and size buffers
                 http.post_json(url + "/v1/completions", completion_body(served_name, token_prompt(min(opts.prompt_tokens, 64), 1, gm.spec.vocab_size), 2))
                 if opts.stages:
-                    say("measuring isolated stages (prefill, decode at each batch)")
-                    ms, cs = measure_prefill(url, served_name, opts.prompt_tokens, gm.spec.vocab_size, opts.reps, pid, threads)
-                    state["measured"] += ms
-                    state["checks"] += cs
-                    for bsz in opts.batches:
-                        _alive(eng, proc)
-                        m, cs = measure_decode(url, served_name, bsz, opts.decode_prompt_tokens, opts.output_tokens, gm.spec.vocab_size,
-                                               opts.reps, pid, threads)
-                        state["measured"].append(m)
-                        state["checks"] += cs
-                    more = sorted({m[0] for m in opts.mixes} - {opts.prompt_tokens, opts.decode_prompt_tokens}) if opts.served else []
-                    if more:  # the prefill correction's knots at the served prompt lengths the stages did not run
-                        _alive(eng, proc)
-                        state["checks"] += measure_prompts(url, served_name, more, gm.spec.vocab_size, 2)
-                    if sched.prompt_cache_ram:  # the host-RAM prompt cache's copy of a slot, at the served mixes' shapes
-                        _alive(eng, proc)
-                        cases = sorted({(opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS)} | ({tuple(m) for m in opts.mixes} if opts.served else set()))
-                        state["checks"] += measure_prompt_saves(url, served_name, cases, gm.spec.vocab_size, 2, sched.slots)
-                    if max(opts.batches) > 1:  # the context correction's second batch: the largest, after long prompts
-                        _alive(eng, proc)
-                        _, cs = measure_decode(url, served_name, max(opts.batches), opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS,
-                                               gm.spec.vocab_size, 1, pid, threads, phase="longdecode")
-                        state["checks"] += cs
+                    say("measuring isolated stages (prefill, decode at each batch)"
+                        + (f": window 1 of {opts.n_windows}" if opts.n_windows > 1 else ""))
+                    t_w0 = time.perf_counter()
+                    _, cs = measure_stage_window(url, served_name, opts, gm.spec.vocab_size, sched, pid, threads,
+                                                 alive=lambda: _alive(eng, proc), measured=state["measured"], checks=state["checks"])
+                    state["windows"] = [StageWindow(0, t_w0 - t_start, None, len(cs), time.perf_counter() - t_w0)]
                     if writer:
-                        writer.append("loop_requests", [c.to_dict() for c in state["checks"]])
+                        writer.append("loop_requests", [c.to_dict() for c in cs])
                     twin = _with_stage_corrections(twin, state, opts, writer, say)
                 probe = None
                 if opts.probe and opts.served and twin.engine == "llama.cpp":
@@ -293,12 +294,28 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                         say(state["notes"][-1])
                     else:
                         probe = None
+                ids = [w[0] for w in state["work"]] + [pt for pt, _ in (state.get("capacity_work") or {}).values()]
+                after = set(window_points(ids, opts.n_windows)) if state.get("windows") else set()
+
+                def after_point(pt: int) -> None:
+                    if pt not in after:
+                        return
+                    w, t0 = len(state["windows"]), time.perf_counter()
+                    _alive(eng, proc)
+                    say(f"stage window {w + 1} of {opts.n_windows}: the isolated stages again, after served point {pt + 1}")
+                    _, cs = measure_stage_window(url, served_name, opts, gm.spec.vocab_size, sched, pid, threads,
+                                                 alive=lambda: _alive(eng, proc), window=w, checks=state["checks"])
+                    state["windows"].append(StageWindow(w, t0 - t_start, pt, len(cs), time.perf_counter() - t0))
+                    if writer:
+                        writer.append("loop_requests", [c.to_dict() for c in cs])
+
                 measure_points(url, served_name, state["work"], state, twin, opts.duration_s, writer, pid, threads, say,
                                alive=lambda: _alive(eng, proc), fit_to_tokenizer=True,
                                drain_limit_s=QUICK_DRAIN_FACTOR * opts.duration_s if opts.quick else None, probe=probe,
-                               repeats=opts.repeats)
+                               repeats=opts.repeats, after_point=after_point)
                 measure_capacity(url, served_name, state, opts.duration_s, writer, pid, threads, say,
-                                 alive=lambda: _alive(eng, proc), fit_to_tokenizer=True, probe=probe, twin=twin)
+                                 alive=lambda: _alive(eng, proc), fit_to_tokenizer=True, probe=probe, twin=twin,
+                                 after_point=after_point)
             except BaseException:
                 # did the engine die by itself? (checked before the context manager stops it; a dying process
                 # resets its connections a moment before it can be reaped, so give it a second)
@@ -311,6 +328,8 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                         pass
                 state["engine_died"] = (eng, proc) if died else None
                 raise
+        if len(state.get("windows") or ()) > 1:  # the engine is stopped: every point re-predicted from its windows
+            windowed_predictions(state, opts, writer, say)
     except (HarnessError, KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - keep the partial run, then re-raise
         err = f"{type(exc).__name__}: {exc}" if not isinstance(exc, HarnessError) else str(exc)
         eng_proc = state.get("engine_died")
@@ -334,11 +353,49 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
     return rep
 
 
+def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: int, sched: Any, pid: int | None, threads: int,
+                         alive: Callable[[], None] = lambda: None, window: int = 0, measured: list[Any] | None = None,
+                         checks: list[Any] | None = None) -> tuple[list[Any], list[Any]]:
+    """One stage window: the isolated prefill, the decode at each batch, the prompts at the served mixes' other lengths,
+    the prompt-cache copy (when the engine keeps one) and the long-context decode; (stage measurements, request checks
+    labelled `window`). Given lists are extended as each part is measured (a failure midway keeps what was)."""
+    measured = [] if measured is None else measured
+    checks = [] if checks is None else checks
+    n0, k0 = len(measured), len(checks)
+
+    def keep(cs: Sequence[Any]) -> None:
+        checks.extend(replace(c, window=window) for c in cs)
+
+    ms, cs = measure_prefill(url, served_name, opts.prompt_tokens, vocab, opts.reps, pid, threads)
+    measured += ms
+    keep(cs)
+    for bsz in opts.batches:
+        alive()
+        m, cs = measure_decode(url, served_name, bsz, opts.decode_prompt_tokens, opts.output_tokens, vocab, opts.reps, pid, threads)
+        measured.append(m)
+        keep(cs)
+    more = sorted({m[0] for m in opts.mixes} - {opts.prompt_tokens, opts.decode_prompt_tokens}) if opts.served else []
+    if more:  # the prefill correction's knots at the served prompt lengths the stages did not run
+        alive()
+        keep(measure_prompts(url, served_name, more, vocab, 2))
+    if sched.prompt_cache_ram:  # the host-RAM prompt cache's copy of a slot, at the served mixes' shapes
+        alive()
+        cases = sorted({(opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS)} | ({tuple(m) for m in opts.mixes} if opts.served else set()))
+        keep(measure_prompt_saves(url, served_name, cases, vocab, 2, sched.slots))
+    if max(opts.batches) > 1:  # the context correction's second batch: the largest, after long prompts
+        alive()
+        _, cs = measure_decode(url, served_name, max(opts.batches), opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS, vocab, 1, pid,
+                               threads, phase="longdecode")
+        keep(cs)
+    return measured[n0:], checks[k0:]
+
+
 def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, int], float, float, Any]], state: dict[str, Any],
                    twin: Any, duration_s: float, writer: Any, pid: int | None, threads: int, say: ProgressFn,
                    alive: Callable[[], None] = lambda: None, fit_to_tokenizer: bool = False, drain_limit_s: float | None = None,
-                   probe: "SpeedProbe | None" = None, repeats: int = 1) -> None:
-    """Run every served point with the load generator; results go into state["measurements"] and the loop_served table.
+                   probe: "SpeedProbe | None" = None, repeats: int = 1, after_point: Callable[[int], None] = lambda pt: None) -> None:
+    """Run every served point with the load generator; results go into state["measurements"] and the loop_served table
+    (the workload as sent, fitted to the tokenizer, into state["artifacts"]); `after_point(point)` runs after each.
     `drain_limit_s` bounds each point's drain (--quick): requests still running then are cancelled and the point is cut."""
     from harness.target.twin import predict_point, requests_from_rows  # noqa: PLC0415
     from workloads.artifact import WorkloadArtifact, save_artifact  # noqa: PLC0415
@@ -351,6 +408,7 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
         wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
         art, inexact = _fitted(url, art, fit_to_tokenizer, state, f"{name} point {pt}: {{n}} prompts could not be made "
                                f"exactly {mix[0]} tokens; the twin was given the engine's count")
+        state.setdefault("artifacts", {})[pt] = art
         scale = probe.scale() if probe is not None else None
         if inexact or scale is not None:  # re-predict with the counts the engine will see and the host's speed now
             tw = scaled_twin(twin, scale)
@@ -384,6 +442,7 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
             state["notes"].append(f"{name} at {rate:.3g} req/s: no request succeeded ({m.errors_by_class}); the point has no "
                                   f"measured figures (load run {m.run_dir})")
         state["measurements"][pt] = m
+        after_point(pt)
 
 
 def _fitted(url: str, art: Any, fit_to_tokenizer: bool, state: dict[str, Any], note: str) -> tuple[Any, int]:
@@ -448,9 +507,10 @@ def _burst_artifacts(state: dict[str, Any]) -> dict[str, Any]:
 
 def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration_s: float, writer: Any, pid: int | None,
                      threads: int, say: ProgressFn, alive: Callable[[], None] = lambda: None, fit_to_tokenizer: bool = False,
-                     probe: "SpeedProbe | None" = None, twin: Any = None) -> None:
+                     probe: "SpeedProbe | None" = None, twin: Any = None, after_point: Callable[[int], None] = lambda pt: None) -> None:
     """Send each mix's capacity burst (state["capacity_work"]) with the load generator; the measurement goes into
-    state["capacity_measurements"][mix] = (point, requests, ServedMeasurement) and a loop_served row (kind capacity-burst)."""
+    state["capacity_measurements"][mix] = (point, requests, ServedMeasurement) and a loop_served row (kind
+    capacity-burst), the burst as sent into state["capacity_sent"][mix]; `after_point(point)` runs after each."""
     from workloads.artifact import save_artifact  # noqa: PLC0415
 
     bursts = state.get("capacity_work") or {}
@@ -462,6 +522,7 @@ def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration
         wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
         art, _ = _fitted(url, art, fit_to_tokenizer, state, f"{name} capacity burst: {{n}} prompts could not be made exactly "
                          "the mix's length")
+        state.setdefault("capacity_sent", {})[name] = art
         scale = probe.scale() if probe is not None and twin is not None else None
         if scale is not None:
             from harness.loop.predict import burst_capacity  # noqa: PLC0415
@@ -476,6 +537,7 @@ def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration
         state.setdefault("capacity_measurements", {})[name] = (pt, art.count, m)
         if writer:
             writer.append("loop_served", [m.to_dict() | {"point": pt, "repeat": 0}])
+        after_point(pt)
 
 
 def speed_probe_s(url: str, served_name: str, prompt_tokens: int, vocab: int, pid: int | None, threads: int) -> float | None:
@@ -624,7 +686,7 @@ def prompt_save(checks: Sequence[Any]) -> PromptSave | None:
     for c in checks:
         if c.phase.startswith("save@") and not c.error and c.ttft_minus_engine_prompt_s is not None:
             p, o = (int(x) for x in c.phase.split("@", 1)[1].split("/"))
-            sums.setdefault((p, o), {}).setdefault(c.rep, []).append(c.ttft_minus_engine_prompt_s - b)
+            sums.setdefault((p, o), {}).setdefault((c.window, c.rep), []).append(c.ttft_minus_engine_prompt_s - b)
     knots = tuple((p, max(0, o - 1), statistics.median(sum(v) for v in reps.values())) for (p, o), reps in sorted(sums.items()))
     if not knots:
         return None
@@ -686,19 +748,23 @@ def prefill_correction_s(checks: Sequence[Any], twin: Any) -> tuple[tuple[int, f
     return tuple((n, float(x)) for n, x in zip(knots, sol))
 
 
-def _with_stage_corrections(twin: Any, state: dict[str, Any], opts: LoopOptions, writer: Any, say: ProgressFn) -> Any:
-    """Calibration subset "stages": the isolated-prefill requests give the request overhead outside the step times
-    (client TTFT − the engine's own prompt time: HTTP, tokenizing, first-token streaming), and the isolated decode
-    requests the server-loop iteration overhead (`iteration_overhead_s`: sampling, streaming each token, and whatever
-    the step-time source misses at these batches), and the context and prefill corrections follow. The served points are
-    then set and predicted anew from the corrected twin's capacity; they stay held out (no served measurement enters
-    any fit)."""
-    from harness.target.twin import twin_dict  # noqa: PLC0415
-
-    d = [c.ttft_minus_engine_prompt_s for c in state["checks"] if c.phase == "prefill" and c.ttft_minus_engine_prompt_s is not None]
+def corrected_twin(twin: Any, checks: Sequence[Any], opts: LoopOptions) -> tuple[Any, list[str]]:
+    """Calibration subset "stages": the twin corrected by the isolated requests `checks` (of one stage window, or of
+    several pooled: every figure is a median over the requests), and the notes that state each correction. The
+    isolated-prefill requests give the request overhead outside the step times (client TTFT − the engine's own prompt
+    time: HTTP, tokenizing, first-token streaming), and the isolated decode requests the server-loop iteration overhead
+    (`iteration_overhead_s`: sampling, streaming each token, and whatever the step-time source misses at these
+    batches); the prompt-cache copy, context and prefill corrections follow. No served measurement enters any of them."""
+    notes: list[str] = []
+    d = [c.ttft_minus_engine_prompt_s for c in checks if c.phase == "prefill" and c.ttft_minus_engine_prompt_s is not None]
     if not d or twin.engine != "llama.cpp":
-        return twin
-    ps = prompt_save(state["checks"]) if twin.settings.prompt_cache_ram else None
+        return twin, notes
+
+    def add(note: str, **settings: Any) -> Any:
+        notes.append(note)
+        return replace(twin, settings=replace(twin.settings, **settings), notes=(*twin.notes, note))
+
+    ps = prompt_save(checks) if twin.settings.prompt_cache_ram else None
     if ps is not None:
         # the isolated prefills' TTFT outside the prompt time holds the copy of the previous request's slot (38-71 ms
         # after a 512/64 request on Gemma 3 270M, 2026-12-02), which the twin now models as its own term
@@ -706,54 +772,52 @@ def _with_stage_corrections(twin: Any, state: dict[str, Any], opts: LoopOptions,
                                         f"{SAVE_PROBE_TOKENS}-token requests after {SAVE_PROBE_TOKENS}-token ones, which copy no large slot state")
     else:
         overhead, how = max(0.0, statistics.median(d)), f"median client TTFT − engine prompt time of {len(d)} isolated-prefill requests"
-    twin = replace(twin, settings=replace(twin.settings, request_overhead_s=overhead),
-                   notes=(*twin.notes, f"request overhead {overhead * 1e3:.1f} ms ({how}: calibration subset 'stages')"))
-    state["notes"].append(twin.notes[-1])
-    say(f"request overhead from the isolated requests: {overhead * 1e3:.1f} ms; re-predicting the served points")
+    twin = add(f"request overhead {overhead * 1e3:.1f} ms ({how}: calibration subset 'stages')", request_overhead_s=overhead)
     if ps is not None:
-        twin = replace(twin, settings=replace(twin.settings, prompt_save_s_per_prompt_token=ps.per_prompt_s,
-                                              prompt_save_s_per_generated_token=ps.per_generated_s))
         knots = "; ".join(f"{p} + {g} tokens {x * 1e3:.1f} ms (fit {ps.predicted_s(p, g) * 1e3:.1f})" for p, g, x in ps.knots)
-        twin = replace(twin, notes=(*twin.notes, f"host-RAM prompt-cache copy of a slot state at a task's launch, blocking "
-                                                 f"the server loop: {ps.per_prompt_s * 1e6:.1f} µs a prompt token + "
-                                                 f"{ps.per_generated_s * 1e6:.1f} µs a generated token ({knots}; the small "
-                                                 f"requests after each case, less the baseline): calibration subset 'stages'"))
-        state["notes"].append(twin.notes[-1])
-        say(state["notes"][-1])
-    it = iteration_overhead_s(state["checks"], twin.step_times, opts.decode_prompt_tokens, opts.output_tokens)
+        twin = add(f"host-RAM prompt-cache copy of a slot state at a task's launch, blocking the server loop: "
+                   f"{ps.per_prompt_s * 1e6:.1f} µs a prompt token + {ps.per_generated_s * 1e6:.1f} µs a generated token "
+                   f"({knots}; the small requests after each case, less the baseline): calibration subset 'stages'",
+                   prompt_save_s_per_prompt_token=ps.per_prompt_s, prompt_save_s_per_generated_token=ps.per_generated_s)
+    it = iteration_overhead_s(checks, twin.step_times, opts.decode_prompt_tokens, opts.output_tokens)
     if it is not None:
         per_b = ", ".join(f"B={b} {x * 1e3:+.2f} ms" for b, x in it.per_batch_s)
-        twin = replace(twin, settings=replace(twin.settings, iteration_overhead_s=it.value_s, decode_correction_by_batch_s=it.per_batch_s),
-                       notes=(*twin.notes, f"server-loop iteration correction by decode batch ({per_b}: the client's decode step − "
-                                           f"the twin's step time in the isolated decode; linear between, nearest outside) and "
-                                           f"{it.value_s * 1e3:.2f} ms for an iteration without decode tokens (median over B, "
-                                           f"floored at 0): calibration subset 'stages'"))
-        state["notes"].append(twin.notes[-1])
-        say(f"iteration correction from the isolated decode: {per_b}; {it.value_s * 1e3:.2f} ms without decode tokens")
-    cc = context_correction(state["checks"], twin.step_times, opts.prompt_tokens, opts.decode_prompt_tokens, opts.output_tokens)
+        twin = add(f"server-loop iteration correction by decode batch ({per_b}: the client's decode step − the twin's step "
+                   f"time in the isolated decode; linear between, nearest outside) and {it.value_s * 1e3:.2f} ms for an "
+                   f"iteration without decode tokens (median over B, floored at 0): calibration subset 'stages'",
+                   iteration_overhead_s=it.value_s, decode_correction_by_batch_s=it.per_batch_s)
+    cc = context_correction(checks, twin.step_times, opts.prompt_tokens, opts.decode_prompt_tokens, opts.output_tokens)
     if cc is not None:
-        twin = replace(twin, settings=replace(twin.settings, decode_context_s_per_token_by_batch=cc.s_per_token_by_batch,
-                                              decode_context_ref_tokens=cc.ref_tokens))
         per_b = ", ".join(f"B={b} {x * 1e6:+.2f} µs" for b, x in cc.s_per_token_by_batch)
         how = "; ".join(f"B={b}: {a * 1e3:+.2f} ms at context {cc.long_tokens:.0f}, {r * 1e3:+.2f} ms at {cc.ref_tokens:.0f}"
                         for b, a, r in cc.residuals_s)
-        twin = replace(twin, notes=(*twin.notes, f"context correction per context token of each decode sequence beyond "
-                                                 f"{cc.ref_tokens:.0f} ({per_b}; linear between the batches, nearest outside), "
-                                                 f"from the client step − the twin's step after long and short isolated "
-                                                 f"prompts ({how}): calibration subset 'stages'"))
-        state["notes"].append(twin.notes[-1])
-        say(f"context correction from the isolated requests: {per_b} per context token beyond {cc.ref_tokens:.0f}")
-    pc = prefill_correction_s(state["checks"], twin)
+        twin = add(f"context correction per context token of each decode sequence beyond {cc.ref_tokens:.0f} ({per_b}; "
+                   f"linear between the batches, nearest outside), from the client step − the twin's step after long and "
+                   f"short isolated prompts ({how}): calibration subset 'stages'",
+                   decode_context_s_per_token_by_batch=cc.s_per_token_by_batch, decode_context_ref_tokens=cc.ref_tokens)
+    pc = prefill_correction_s(checks, twin)
     if pc:
         per_n = ", ".join(f"{n} tokens {x * 1e3:+.1f} ms" for n, x in pc)
-        twin = replace(twin, settings=replace(twin.settings, prefill_correction_by_tokens_s=pc),
-                       notes=(*twin.notes, f"prefill correction by prompt micro-batch length ({per_n}; linear between, "
-                                           "nearest outside), solved so that the twin's own simulation of each isolated "
-                                           "prompt that ran alone (its micro-batches and iteration corrections) takes the "
-                                           "engine's prompt time: calibration subset 'stages'"))
-        state["notes"].append(twin.notes[-1])
-        say(f"prefill correction from the isolated prompts: {per_n}")
+        twin = add(f"prefill correction by prompt micro-batch length ({per_n}; linear between, nearest outside), solved so "
+                   "that the twin's own simulation of each isolated prompt that ran alone (its micro-batches and iteration "
+                   "corrections) takes the engine's prompt time: calibration subset 'stages'",
+                   prefill_correction_by_tokens_s=pc)
+    return twin, notes
+
+
+def _with_stage_corrections(twin: Any, state: dict[str, Any], opts: LoopOptions, writer: Any, say: ProgressFn) -> Any:
+    """The twin corrected by the first stage window (`corrected_twin`); the served points are then set and predicted
+    anew from the corrected twin's capacity. They stay held out (no served measurement enters any fit)."""
+    from harness.target.twin import twin_dict  # noqa: PLC0415
+
+    state["base_twin"] = twin
+    twin, notes = corrected_twin(twin, [c for c in state["checks"] if c.window == 0], opts)
+    for n in notes:
+        state["notes"].append(n)
+        say(n)
     state["twin"] = twin
+    if not notes:
+        return twin
     # the rates are fractions of the capacity the corrected twin predicts (the one compared), so the points are set
     # anew: with the 2026-12-01 22:16 run's corrections the capacity fell from 1.01 to 0.83 req/s, and the points set
     # from the first prediction ran at 24-145 % of it instead of 20-120 %
@@ -766,6 +830,74 @@ def _with_stage_corrections(twin: Any, state: dict[str, Any], opts: LoopOptions,
         writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted | {"revision": 2}
                                           for p in state["served"]])
     return twin
+
+
+def windowed_predictions(state: dict[str, Any], opts: LoopOptions, writer: Any, say: ProgressFn) -> None:
+    """Each measured point (and capacity burst) predicted anew from the stage windows around it (harness.loop.windows,
+    mode "bracketing": the base twin corrected by both windows' requests pooled); state["served"] and
+    state["capacity"] then hold those predictions, state["point_twins"] the twin of each point. The verdict of every
+    mode in WINDOW_MODES (the first window alone: what the points were planned with; all windows pooled) goes into
+    state["window_verdicts"] and a note. Stage requests only: no served measurement enters any correction."""
+    from harness.loop.predict import burst_capacity  # noqa: PLC0415
+    from harness.target.twin import predict_point, requests_from_rows, twin_dict  # noqa: PLC0415
+
+    wins, base = state["windows"], state.get("base_twin")
+    if base is None:
+        return
+    twins: dict[tuple[int, ...], Any] = {(0,): state["twin"]}
+
+    def twin_of(idx: tuple[int, ...]) -> Any:
+        if idx not in twins:
+            twins[idx] = corrected_twin(base, of_windows(state["checks"], idx), opts)[0]
+        return twins[idx]
+
+    first_served, first_caps = list(state["served"]), dict(state["capacity"])
+    by_mode: dict[str, tuple[list[Any], dict[str, Any], dict[int, tuple[int, ...]]]] = {}
+    for mode in WINDOW_MODES:
+        if mode == "first":
+            by_mode[mode] = (first_served, first_caps, {p.point: (0,) for p in first_served})
+            continue
+        served, caps, used = [], dict(first_caps), {}
+        for p in first_served:
+            art = state.get("artifacts", {}).get(p.point)
+            if p.point not in state["measurements"] or art is None:
+                served.append(p)
+                continue
+            used[p.point] = idx = windows_for(mode, p.point, wins)
+            t0 = time.perf_counter()
+            fig = predict_point(twin_of(idx).make_scheduler, requests_from_rows(art.rows), rate_per_s=p.rate_per_s, span_s=opts.duration_s)
+            served.append(replace(p, predicted=fig.to_dict(), simulate_s=time.perf_counter() - t0, stage_windows=idx))
+        for name, (pt, _, _) in (state.get("capacity_measurements") or {}).items():
+            art = (state.get("capacity_sent") or {}).get(name) or state["capacity_work"][name][1]
+            used[pt] = idx = windows_for(mode, pt, wins)
+            caps[name] = {**burst_capacity(twin_of(idx), art), "stage_windows": list(idx)}
+        by_mode[mode] = (served, caps, used)
+    verdicts = {}
+    for mode, (served, caps, _) in by_mode.items():
+        rows = served_rows({**state, "served": served, "capacity": caps})
+        verdicts[mode] = served_verdict(rows).to_dict() if rows else None
+    state["window_verdicts"] = verdicts
+    served, caps, used = by_mode["bracketing"]
+    state["served"], state["capacity"] = served, caps
+    state["point_twins"] = {pt: twin_of(idx) for pt, idx in used.items()}
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for pt, idx in sorted(used.items()):
+        groups.setdefault(idx, []).append(pt + 1)
+    how = "; ".join(f"points {', '.join(map(str, pts))} from window{'s' if len(idx) > 1 else ''} "
+                    f"{' + '.join(str(i + 1) for i in idx)}" for idx, pts in groups.items())
+    v = {m: (f"{d['met']} of {d['judged']}" if d else "nothing judged") for m, d in verdicts.items()}
+    note = (f"stage windows: {len(wins)} measurements of the isolated stages over the loop (the table above). Each served "
+            f"point is predicted from the windows measured just before and just after it, pooled (every correction a median "
+            f"over both windows' requests): {how}. These predictions were made after the points ran, from stage requests "
+            f"only (no served measurement enters them); the rates stay the fractions of window 1's capacity they were set "
+            f"from. Verdict with the windows around each point: {v['bracketing']} within target; with window 1 alone "
+            f"(how the points were planned): {v['first']}; with every window pooled: {v['pooled']}")
+    state["notes"].append(note)
+    say(note)
+    if writer:
+        writer.write_json("twin-windows.json", {"+".join(str(i + 1) for i in idx): twin_dict(t) for idx, t in twins.items()})
+        writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"}
+                                          | p.predicted | {"revision": 4} for p in served if p.point in used])
 
 
 def _alive(eng: Any, proc: Any) -> None:
@@ -821,15 +953,17 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
     if twin is None or not (state.get("measurements") or state.get("capacity_measurements")):
         return []
     reps = state.get("repeats") or {}
-    items = [(p.mix, state.get("artifacts", {}).get(p.point), m) for p in state["served"]
+    items = [(p.point, p.mix, state.get("artifacts", {}).get(p.point), m) for p in state["served"]
              for m in (reps.get(p.point) or [state["measurements"].get(p.point)])]
-    items += [(mix, state["capacity_work"][mix][1], m) for mix, (_, _, m) in (state.get("capacity_measurements") or {}).items()]
+    items += [(pt, mix, (state.get("capacity_sent") or {}).get(mix) or state["capacity_work"][mix][1], m)
+              for mix, (pt, _, m) in (state.get("capacity_measurements") or {}).items()]
+    point_twins = state.get("point_twins") or {}
     by_mix: dict[str, tuple[list[Any], list[Any]]] = {}
     twin_steps: dict[int, list[Any]] = {}  # per artifact: the repeats of a point share arrivals and lengths, so one simulation
     per_measurement: dict[str, list[Any]] = {}  # mix -> (engine, twin) iterations of each measurement, in order
     short = total = 0  # requests that streamed fewer content events than tokens (tokens whose text was empty)
     try:
-        for mix, art, m in items:
+        for pt, mix, art, m in items:
             if m is None or art is None or not m.run_dir:
                 continue
             df = Run(m.run_dir).table("requests")
@@ -842,7 +976,7 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
             its = reconstruct([[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]])
             eng += its
             if id(art) not in twin_steps:
-                sim = simulate(twin.make_scheduler, requests_from_rows(art.rows), record_tokens=True)
+                sim = simulate(point_twins.get(pt, twin).make_scheduler, requests_from_rows(art.rows), record_tokens=True)
                 twin_steps[id(art)] = reconstruct(sim.token_times_s or ())
             tw += twin_steps[id(art)]
             per_measurement.setdefault(mix, []).append((its, twin_steps[id(art)]))

@@ -3,7 +3,9 @@
 fixed per-token times. `--fake-die-after N` makes it exit mid-run after N completions (the engine-dies test);
 `--fake-save-s-per-token S` delays each request's start by S per token of the requests finished since the last start
 (prompt over 16 tokens only: llama-server's host-RAM prompt-cache copy, outside `timings.prompt_ms`);
-`--fake-body-log FILE` appends each completion request's id_slot, prompt tokens and max_tokens as a JSON line.
+`--fake-body-log FILE` appends each completion request's id_slot, prompt tokens and max_tokens as a JSON line;
+`--fake-speed-file FILE`: when FILE holds a number, each request started then takes that many times longer (a host
+whose speed drifts, for the stage-window tests).
 Listens on 127.0.0.1 only; exits by itself after `--fake-lifetime-s`."""
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def main() -> None:
     ap.add_argument("--fake-lifetime-s", type=float, default=300.0)
     ap.add_argument("--fake-save-s-per-token", type=float, default=0.0)
     ap.add_argument("--fake-body-log", default=None)
+    ap.add_argument("--fake-speed-file", default=None)
     a, _ = ap.parse_known_args()
     unsaved: list[int] = []
     slots = asyncio.Semaphore(a.parallel)
@@ -62,6 +65,10 @@ def main() -> None:
         if a.fake_body_log:
             with open(a.fake_body_log, "a") as f:
                 f.write(json.dumps({"id_slot": b.get("id_slot"), "n_prompt": n_p, "max_tokens": n_out}) + "\n")
+        slow = 1.0
+        if a.fake_speed_file and os.path.exists(a.fake_speed_file):
+            with open(a.fake_speed_file) as f:
+                slow = float(f.read().strip() or 1.0)
         async with slots:
             if a.fake_save_s_per_token and unsaved:
                 cost = a.fake_save_s_per_token * sum(unsaved)
@@ -70,21 +77,21 @@ def main() -> None:
             if n_p > 16:
                 unsaved.append(n_p + n_out - 1)
             t0 = time.perf_counter()
-            await asyncio.sleep(n_p * PROMPT_S_PER_TOKEN)
+            await asyncio.sleep(n_p * PROMPT_S_PER_TOKEN * slow)
             prompt_ms = (time.perf_counter() - t0) * 1e3
             if not b.get("stream"):
-                await asyncio.sleep((n_out - 1) * DECODE_S_PER_TOKEN)
+                await asyncio.sleep((n_out - 1) * DECODE_S_PER_TOKEN * slow)
                 out = _finish(done, a.fake_die_after)
                 return web.json_response({"choices": [{"text": " x" * n_out, "finish_reason": "length"}], "model": a.alias,
                                           "usage": {"prompt_tokens": n_p, "completion_tokens": n_out, "total_tokens": n_p + n_out},
                                           "timings": {"prompt_n": n_p, "prompt_ms": prompt_ms, "predicted_n": n_out,
-                                                      "predicted_ms": (n_out - 1) * DECODE_S_PER_TOKEN * 1e3}}) if out else None
+                                                      "predicted_ms": (n_out - 1) * DECODE_S_PER_TOKEN * slow * 1e3}}) if out else None
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await resp.prepare(r)
             t1 = time.perf_counter()
             for i in range(n_out):
                 if i:
-                    await asyncio.sleep(DECODE_S_PER_TOKEN)
+                    await asyncio.sleep(DECODE_S_PER_TOKEN * slow)
                 ev = {"choices": [{"index": 0, "text": " x", "finish_reason": "length" if i == n_out - 1 else None}], "model": a.alias}
                 if i == n_out - 1:
                     ev["timings"] = {"prompt_n": n_p, "prompt_ms": prompt_ms, "predicted_n": n_out,

@@ -223,12 +223,18 @@ def test_loop_report_version_matches_the_store_and_v1_upgrades(tmp_path):
     from harness.records import new_manifest
     from harness.store import SIDECAR_VERSIONS, Run, RunWriter
 
-    assert SIDECAR_VERSIONS["loop_report.json"] == LOOP_REPORT_SCHEMA_VERSION == 2
+    assert SIDECAR_VERSIONS["loop_report.json"] == LOOP_REPORT_SCHEMA_VERSION == 3
     with RunWriter(new_manifest("loop-cpu"), tmp_path) as w:
         path = w.path
     (path / "loop_report.json").write_text(json.dumps({"comparisons": [], "settings": {}}))  # a stages-only, unversioned file
     d = Run(path).json("loop_report.json")
-    assert d["schema_version"] == 2 and d["status"] == "complete" and d["served"] == []
+    assert d["schema_version"] == 3 and d["status"] == "complete" and d["served"] == [] and d["stage_windows"] == []
+    # a version-2 report (one stage window): its points and requests read as window 0's
+    v2 = {"schema_version": 2, "comparisons": [], "settings": {}, "status": "complete", "served": [{"point": 0}],
+          "checks": [{"phase": "prefill"}]}
+    (path / "loop_report.json").write_text(json.dumps(v2))
+    d = Run(path).json("loop_report.json")
+    assert d["served"][0]["stage_windows"] == [0] and d["checks"][0]["window"] == 0 and d["window_verdicts"] == {}
 
 
 def test_a_point_cut_at_the_drain_limit_is_not_judged():

@@ -81,7 +81,7 @@ def test_loop_writes_every_table(tmp_path, fixed_constants):
     assert {"loop_calibration", "loop_prediction", "loop_requests", "loop_served", "loop_comparison",
             "loop_served_comparison"} <= set(run.tables())
     d = run.json("loop_report.json")
-    assert d["schema_version"] == 2 and d["status"] == "complete"
+    assert d["schema_version"] == 3 and d["status"] == "complete"
     assert run.json("twin.json")["engine"] == "llama.cpp"
     assert len(r.served) == 2 and all(p.measured is not None for p in r.served)
     metrics = {c.metric for c in r.served_comparisons}
@@ -290,3 +290,50 @@ def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fix
     # --cache-ram 0: nothing is copied, nothing measured
     r0 = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path), extra=["--cache-ram", "0"]), tmp_path), progress=None)
     assert not any(c.phase.startswith("save") for c in r0.checks) and not r0.twin["settings"]["prompt_cache_ram"]
+
+
+def test_stage_windows_predict_each_point_from_the_windows_around_it(tmp_path, fixed_constants, monkeypatch):
+    """Three windows around two points; the host gets 2x slower before the last window. The point it brackets is
+    predicted slower than from window 1 alone; the one before it is not, and every mode's verdict is kept."""
+    import harness.loop.run as run_mod
+    from harness.loop.windows import window_points
+
+    speed = tmp_path / "speed"
+    inner = run_mod.measure_stage_window
+
+    def measure(*a, window=0, **kw):
+        if window == 2:
+            speed.write_text("2.0")
+        return inner(*a, window=window, **kw)
+
+    monkeypatch.setattr(run_mod, "measure_stage_window", measure)
+    model = write_random_gguf(tmp_path / "rand.gguf")
+    cfg = config(tmp_path, model, fake_binary(tmp_path), extra=["--fake-speed-file", str(speed)])
+    r = run_loop(quick_opts(cfg, tmp_path, stage_windows=3), progress=None)
+    assert r.status == "complete" and r.settings["stage_windows"] == 3
+    assert window_points([0, 1], 3) == (0, 1)
+    assert [w["after_point"] for w in r.stage_windows] == [None, 0, 1]
+    assert {c.window for c in r.checks} == {0, 1, 2}
+    assert [p.stage_windows for p in r.served] == [(0, 1), (1, 2)]
+    b1 = [dict(w["decode_step_s_by_batch"])[1] for w in r.stage_windows]
+    assert b1[2] > 1.6 * b1[0] and b1[1] < 1.3 * b1[0]  # the stand-in's 4 ms step, then 8 ms
+    run = Run(r.run_dir)
+    pred = run.table("loop_prediction")
+    first = {int(x.point): x.tpot_p50_s for x in pred[pred.revision == 2].itertuples()}
+    final = {p.point: p.predicted["tpot_p50_s"] for p in r.served}
+    assert final[1] > 1.2 * first[1]  # bracketed by the slow window
+    assert final[0] == pytest.approx(first[0], rel=0.15)  # windows 1 and 2 ran at the same speed
+    assert set(pred.revision) >= {2, 4} and set(r.window_verdicts) == {"bracketing", "first", "pooled"}
+    assert set(run.json("twin-windows.json")) == {"1", "1+2", "2+3", "1+2+3"}
+    md = render_markdown(r)
+    assert "### Stage windows" in md and "verdict with window 1 alone" in md and "| spread" in md
+    assert any(n.startswith("stage windows: 3 measurements") for n in r.notes)
+
+
+def test_stage_windows_flag_is_checked():
+    with pytest.raises(HarnessError, match="--stage-windows must be an integer from 1 to 10"):
+        LoopOptions(stage_windows=0)
+    with pytest.raises(HarnessError, match="give one of them"):
+        LoopOptions(stage_windows=2, probe=True)
+    assert LoopOptions().n_windows == 3 and LoopOptions(quick=True).n_windows == 1 and LoopOptions(probe=True).n_windows == 1
+    assert LoopOptions(served=False).n_windows == 1

@@ -113,7 +113,7 @@ def test_sidecars_are_versioned_and_old_unversioned_ones_still_load(tmp_path):
         w.write_json("other.json", {"x": 1})
     run = Run(w.path)
     for name in ("plan.json", "loop_report.json"):
-        assert json.loads((w.path / name).read_text())["schema_version"] == SIDECAR_VERSIONS[name]  # loop_report.json is at 2 (served-load loop)
+        assert json.loads((w.path / name).read_text())["schema_version"] == SIDECAR_VERSIONS[name]  # loop_report.json is at 3 (stage windows)
     assert run.json("plan.json") == {"schema_version": 1, "pd": 1}
     assert run.json("other.json") == {"x": 1} and run.json("summary.json") == {"load": {"n": 1}}  # workloads.summary's
     (w.path / "plan.json").write_text(json.dumps({"pd": 2}))  # written before sidecars had a version
