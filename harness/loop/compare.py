@@ -99,9 +99,19 @@ class ServedComparison:
     target_pct: float | None  # the issue's tolerance for this metric (None: reported, not judged)
     met: bool | None  # within target (None: not judged: no target, contended, or missing)
     note: str = ""
+    band_lo: float | None = None  # the lowest and highest prediction by the twin of any one stage window alone
+    band_hi: float | None = None  # (harness.loop.windows): how far the host's own drift moves the prediction
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def within_band(self) -> bool | None:
+        """The measured figure lies between the single windows' predictions, widened by the target (None: no band)."""
+        if self.band_lo is None or self.band_hi is None or self.measured is None or self.target_pct is None:
+            return None
+        lo, hi = self.band_lo / (1 + self.target_pct / 100.0), self.band_hi / (1 - self.target_pct / 100.0)
+        return bool(lo <= self.measured <= hi)
 
 
 def _err(p: float | None, m: float | None) -> float | None:
@@ -199,6 +209,17 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "all_met": self.all_met}
+
+
+def band_summary(rows: list[ServedComparison]) -> tuple[int, int, int] | None:
+    """Of the judged figures outside target: (how many, how many of them the host's drift between the stage windows
+    explains — the measurement is within target of some single window's prediction —, how many it does not); None
+    when no row has a band."""
+    if not any(r.band_lo is not None for r in rows):
+        return None
+    miss = [r for r in rows if r.met is False]
+    inside = sum(1 for r in miss if r.within_band)
+    return len(miss), inside, len(miss) - inside
 
 
 def served_verdict(rows: list[ServedComparison]) -> Verdict:

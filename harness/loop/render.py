@@ -6,7 +6,7 @@ import math
 import statistics
 from typing import Any
 
-from harness.loop.compare import _is_time
+from harness.loop.compare import _is_time, band_summary
 from harness.loop.report import LoopReport
 from harness.units import fmt_ms, fmt_num
 
@@ -165,6 +165,13 @@ def _windows(r: LoopReport) -> list[str]:
     return lines
 
 
+def _band(c: Any) -> str:
+    if c.band_lo is None or c.band_hi is None:
+        return "—"
+    w = c.within_band
+    return f"{_v(c.metric, c.band_lo)} – {_v(c.metric, c.band_hi)}" + ("" if w is None else " ✓" if w else " ✗")
+
+
 def _served(r: LoopReport) -> list[str]:
     """The served-load tables: capacity per mix, then every point's predicted vs measured figures."""
     if not r.served:
@@ -188,8 +195,10 @@ def _served(r: LoopReport) -> list[str]:
                if any("burst_requests" in c for c in r.capacity.values()) else "a long simulated backlog")
         lines += ["", f"Predicted capacity (throughput at saturation, simulated; {how}): " + "; ".join(
             f"{mix}: {c['requests_per_s']:.3f} req/s = {c['output_tokens_per_s']:.1f} output tokens/s" for mix, c in r.capacity.items()), ""]
-    lines += ["| mix | rate | × capacity | n | held-out | metric | predicted | measured | error | target | engine CPU share |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    banded = any(c.band_lo is not None for c in r.served_comparisons)
+    lines += ["| mix | rate | × capacity | n | held-out | metric | predicted | measured | error | target | "
+              + ("single windows' predictions (measured within target of them?) | " if banded else "") + "engine CPU share |",
+              "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if banded else "") + "---|"]
     n_by = {(p.mix, p.point): p.requests for p in r.served}
     for c in r.served_comparisons:
         err = "—" if c.error_pct is None else f"{c.error_pct:+.1f}%"
@@ -201,7 +210,7 @@ def _served(r: LoopReport) -> list[str]:
         frac = "∞" if burst else f"{c.rate_fraction_of_capacity:.2f}"
         lines.append(f"| {c.mix} | {rate} | {frac} | {n or '—'} | "
                      f"{'yes' if c.held_out else 'no (fit)'} | {c.metric} | {_v(c.metric, c.predicted)} | {_v(c.metric, c.measured)} | "
-                     f"{err} | {tgt} | {share} |")
+                     f"{err} | {tgt} | " + (f"{_band(c)} | " if banded else "") + f"{share} |")
     seen: set[tuple[str, int]] = set()
     for c in r.served_comparisons:
         if not c.note or (c.mix, c.point) in seen:
@@ -220,5 +229,9 @@ def _served(r: LoopReport) -> list[str]:
                       f"{v.contended_points} of {v.points} points were contended (the engine got < 85 % of its cores while it had work) "
                       "and are excluded."]
         lines += [f"- outside target: {f}" for f in v.failures]
+        bs = band_summary(list(r.served_comparisons))
+        if bs is not None and bs[0]:
+            lines += [f"- of these {bs[0]}, {bs[1]} are within target of some single stage window's prediction (host drift "
+                      f"between the windows), {bs[2]} outside them all"]
     return lines
 

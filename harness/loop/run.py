@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 from harness.errors import HarnessError
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
-from harness.loop.compare import (TARGETS_PCT, ServedComparison, compare, compare_capacity, compare_capacity_burst,
+from harness.loop.compare import (TARGETS_PCT, ServedComparison, band_summary, compare, compare_capacity, compare_capacity_burst,
                                   compare_served, served_verdict)
 from harness.loop.measure import (PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, ServedMeasurement, combine_repeats, completion_body,
                                   fit_prompts, measure_decode, measure_prefill, measure_prompt_saves, measure_prompts,
@@ -872,6 +872,23 @@ def windowed_predictions(state: dict[str, Any], opts: LoopOptions, writer: Any, 
             used[pt] = idx = windows_for(mode, pt, wins)
             caps[name] = {**burst_capacity(twin_of(idx), art), "stage_windows": list(idx)}
         by_mode[mode] = (served, caps, used)
+    bands: dict[tuple[int, str], tuple[float, float]] = {}  # (point, metric) -> the single windows' lowest, highest
+    judged = [m for m in TARGETS_PCT if m != "capacity_rps"]
+    for p in first_served:
+        art = state.get("artifacts", {}).get(p.point)
+        if p.point not in state["measurements"] or art is None:
+            continue
+        figs = [predict_point(twin_of((w.index,)).make_scheduler, requests_from_rows(art.rows), rate_per_s=p.rate_per_s,
+                              span_s=opts.duration_s).to_dict() for w in wins]
+        for m in judged:
+            v = [f[m] for f in figs if f.get(m) is not None]
+            if v:
+                bands[(p.point, m)] = (min(v), max(v))
+    for name, (pt, _, _) in (state.get("capacity_measurements") or {}).items():
+        art = (state.get("capacity_sent") or {}).get(name) or state["capacity_work"][name][1]
+        v = [burst_capacity(twin_of((w.index,)), art)["requests_per_s"] for w in wins]
+        bands[(pt, "capacity_rps")] = (min(v), max(v))
+    state["bands"] = bands
     verdicts = {}
     for mode, (served, caps, _) in by_mode.items():
         rows = served_rows({**state, "served": served, "capacity": caps})
@@ -894,6 +911,13 @@ def windowed_predictions(state: dict[str, Any], opts: LoopOptions, writer: Any, 
             f"(how the points were planned): {v['first']}; with every window pooled: {v['pooled']}")
     state["notes"].append(note)
     say(note)
+    bs = band_summary(served_rows(state))
+    if bs is not None:
+        state["notes"].append(f"host drift against model error: of the {bs[0]} judged figures outside target, {bs[1]} lie within "
+                              f"target of what the twin of some single stage window predicts (the band column: the host's "
+                              f"own speed between the windows moves the prediction that far), {bs[2]} outside every window's "
+                              "prediction (a term of the twin is wrong there, or the host moved beyond what the windows saw)")
+        say(state["notes"][-1])
     if writer:
         writer.write_json("twin-windows.json", {"+".join(str(i + 1) for i in idx): twin_dict(t) for idx, t in twins.items()})
         writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"}
@@ -938,7 +962,8 @@ def served_rows(state: dict[str, Any]) -> list[ServedComparison]:
         if m is not None and top.rate_fraction_of_capacity >= 1.0:
             rows.append(compare_capacity(mix, top.point, top.rate_per_s, top.rate_fraction_of_capacity,
                                          state["capacity"][mix]["requests_per_s"], m))
-    return rows
+    bands = state.get("bands") or {}
+    return [replace(r, band_lo=b[0], band_hi=b[1]) if (b := bands.get((r.point, r.metric))) else r for r in rows]
 
 
 def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: None) -> list[Any]:

@@ -304,3 +304,18 @@ def test_repeats_are_combined_by_median_and_their_spread_shown():
         from harness.loop.run import LoopOptions
 
         LoopOptions(repeats=0)
+
+
+def test_a_miss_within_the_single_windows_band_is_counted_as_host_drift():
+    from harness.loop.compare import ServedComparison, band_summary
+
+    def row(pred, meas, lo=None, hi=None):
+        e = (pred - meas) / meas * 100
+        return ServedComparison("m", 0, 1.0, 0.5, "ttft_p50_s", pred, meas, e, True, False, 0.97, 10.0, abs(e) <= 10, "", lo, hi)
+
+    drift = row(0.60, 0.75, lo=0.55, hi=0.70)  # 20 % off, but within 10 % of the slowest window's 0.70
+    model = row(0.60, 0.90, lo=0.55, hi=0.70)  # beyond every window's prediction
+    hit = row(0.60, 0.62, lo=0.55, hi=0.70)
+    assert drift.within_band is True and model.within_band is False and row(0.6, 0.62).within_band is None
+    assert band_summary([drift, model, hit]) == (2, 1, 1)
+    assert band_summary([row(0.6, 0.9)]) is None

@@ -324,9 +324,15 @@ def test_stage_windows_predict_each_point_from_the_windows_around_it(tmp_path, f
     assert final[1] > 1.2 * first[1]  # bracketed by the slow window
     assert final[0] == pytest.approx(first[0], rel=0.15)  # windows 1 and 2 ran at the same speed
     assert set(pred.revision) >= {2, 4} and set(r.window_verdicts) == {"bracketing", "first", "pooled"}
-    assert set(run.json("twin-windows.json")) == {"1", "1+2", "2+3", "1+2+3"}
+    assert set(run.json("twin-windows.json")) == {"1", "2", "3", "1+2", "2+3", "1+2+3"}
+    # each judged figure carries the range of the single windows' predictions: the slow window 3 widens every band
+    tp = {c.point: c for c in r.served_comparisons if c.metric == "tpot_p50_s"}
+    assert all(c.band_hi > 1.6 * c.band_lo for c in tp.values())
+    assert all(c.within_band for c in tp.values())  # both points ran at the fast windows' speed, the band's low end
+    assert tp[0].measured < 1.3 * tp[0].band_lo
     md = render_markdown(r)
     assert "### Stage windows" in md and "verdict with window 1 alone" in md and "| spread" in md
+    assert "single windows' predictions" in md and any(n.startswith("host drift against model error") for n in r.notes)
     assert any(n.startswith("stage windows: 3 measurements") for n in r.notes)
 
 
