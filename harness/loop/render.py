@@ -142,8 +142,8 @@ def _windows(r: LoopReport) -> list[str]:
     batches = sorted({int(b) for w in ws for b, _ in w.get("decode_step_s_by_batch") or ()})
     p = r.settings.get("prompt_tokens")
     lines = ["", "### Stage windows: the isolated stages measured again between the served points", "",
-             "Each served point is predicted from the window before it and the window after it (their requests pooled); "
-             "nothing served enters the corrections.", "",
+             "Each window corrects the twin on its own; every served point is predicted from the median of all windows' "
+             "corrections (made after the points ran; nothing served enters the corrections).", "",
              f"| window | began | after served point | requests | took | {p}-token prefill (engine) | "
              + " | ".join(f"decode step B={b} (client)" for b in batches) + " |",
              "|---|---|---|---|---|---|" + "---|" * len(batches)]
@@ -158,8 +158,8 @@ def _windows(r: LoopReport) -> list[str]:
     sp = [spread_pct([w.get("prefill_prompt_s") for w in ws])] + [spread_pct([dec(w, b) for w in ws]) for b in batches]
     lines.append("| spread (max − min over the median) | | | | | " + " | ".join("—" if x is None else f"{x:.0f} %" for x in sp) + " |")
     if r.window_verdicts:
-        names = {"bracketing": "the windows around each point (the prediction above)", "first": "window 1 alone (how the points were planned)",
-                 "pooled": "every window pooled"}
+        names = {"all": "every window (the prediction above)", "bracketing": "the windows just before and after each point",
+                 "first": "window 1 alone (how the points were planned)"}
         lines += [""] + [f"- verdict with {names.get(m, m)}: " + (f"{d['met']} of {d['judged']} judged figures within target" if d else "nothing judged")
                          for m, d in r.window_verdicts.items()]
     return lines

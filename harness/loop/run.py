@@ -30,7 +30,7 @@ from harness.loop.measure import (PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, Serv
                                   measure_served, token_prompt)
 from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
-from harness.loop.windows import WINDOW_MODES, StageWindow, of_windows, summarise, window_points, windows_for
+from harness.loop.windows import WINDOW_MODES, StageWindow, combine, of_windows, summarise, window_points, windows_for
 
 DEFAULT_MIXES = ((512, 64), (128, 256))
 DEFAULT_RATE_FRACTIONS = (0.2, 0.5, 0.8, 1.2)  # of the predicted capacity; 1.2 measures the capacity itself
@@ -833,11 +833,13 @@ def _with_stage_corrections(twin: Any, state: dict[str, Any], opts: LoopOptions,
 
 
 def windowed_predictions(state: dict[str, Any], opts: LoopOptions, writer: Any, say: ProgressFn) -> None:
-    """Each measured point (and capacity burst) predicted anew from the stage windows around it (harness.loop.windows,
-    mode "bracketing": the base twin corrected by both windows' requests pooled); state["served"] and
-    state["capacity"] then hold those predictions, state["point_twins"] the twin of each point. The verdict of every
-    mode in WINDOW_MODES (the first window alone: what the points were planned with; all windows pooled) goes into
-    state["window_verdicts"] and a note. Stage requests only: no served measurement enters any correction."""
+    """Each measured point (and capacity burst) predicted anew from the stage windows (harness.loop.windows: each
+    window corrects the base twin alone, `combine` takes the median of their corrections; mode "all", every window);
+    state["served"] and state["capacity"] then hold those predictions, state["point_twins"] the twin of each point. The
+    verdict of every mode in WINDOW_MODES (also the windows around each point, and the first window alone: what the
+    points were planned with) goes into state["window_verdicts"] and a note, and the range the single windows' twins
+    predict for each judged figure into state["bands"]. Stage requests only: no served measurement enters any
+    correction."""
     from harness.loop.predict import burst_capacity  # noqa: PLC0415
     from harness.target.twin import predict_point, requests_from_rows, twin_dict  # noqa: PLC0415
 
@@ -848,7 +850,10 @@ def windowed_predictions(state: dict[str, Any], opts: LoopOptions, writer: Any, 
 
     def twin_of(idx: tuple[int, ...]) -> Any:
         if idx not in twins:
-            twins[idx] = corrected_twin(base, of_windows(state["checks"], idx), opts)[0]
+            if len(idx) == 1:
+                twins[idx] = corrected_twin(base, of_windows(state["checks"], idx), opts)[0]
+            else:
+                twins[idx] = combine([twin_of((i,)) for i in idx], "stage windows " + " + ".join(str(i + 1) for i in idx))
         return twins[idx]
 
     first_served, first_caps = list(state["served"]), dict(state["capacity"])
@@ -894,21 +899,16 @@ def windowed_predictions(state: dict[str, Any], opts: LoopOptions, writer: Any, 
         rows = served_rows({**state, "served": served, "capacity": caps})
         verdicts[mode] = served_verdict(rows).to_dict() if rows else None
     state["window_verdicts"] = verdicts
-    served, caps, used = by_mode["bracketing"]
+    served, caps, used = by_mode[WINDOW_MODES[0]]
     state["served"], state["capacity"] = served, caps
     state["point_twins"] = {pt: twin_of(idx) for pt, idx in used.items()}
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for pt, idx in sorted(used.items()):
-        groups.setdefault(idx, []).append(pt + 1)
-    how = "; ".join(f"points {', '.join(map(str, pts))} from window{'s' if len(idx) > 1 else ''} "
-                    f"{' + '.join(str(i + 1) for i in idx)}" for idx, pts in groups.items())
     v = {m: (f"{d['met']} of {d['judged']}" if d else "nothing judged") for m, d in verdicts.items()}
-    note = (f"stage windows: {len(wins)} measurements of the isolated stages over the loop (the table above). Each served "
-            f"point is predicted from the windows measured just before and just after it, pooled (every correction a median "
-            f"over both windows' requests): {how}. These predictions were made after the points ran, from stage requests "
-            f"only (no served measurement enters them); the rates stay the fractions of window 1's capacity they were set "
-            f"from. Verdict with the windows around each point: {v['bracketing']} within target; with window 1 alone "
-            f"(how the points were planned): {v['first']}; with every window pooled: {v['pooled']}")
+    note = (f"stage windows: {len(wins)} measurements of the isolated stages over the loop (the table above). Each window "
+            f"corrects the twin on its own; every served point is predicted from the median of all windows' corrections, "
+            f"correction by correction. These predictions were made after the points ran, from stage requests only (no "
+            f"served measurement enters them); the rates stay the fractions of window 1's capacity they were set from. "
+            f"Verdict with every window: {v['all']} within target; with the windows just before and after each point: "
+            f"{v['bracketing']}; with window 1 alone (how the points were planned): {v['first']}")
     state["notes"].append(note)
     say(note)
     bs = band_summary(served_rows(state))
@@ -920,8 +920,10 @@ def windowed_predictions(state: dict[str, Any], opts: LoopOptions, writer: Any, 
         say(state["notes"][-1])
     if writer:
         writer.write_json("twin-windows.json", {"+".join(str(i + 1) for i in idx): twin_dict(t) for idx, t in twins.items()})
-        writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"}
-                                          | p.predicted | {"revision": 4} for p in served if p.point in used])
+        writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted
+                                          | {"revision": 4, "window_mode": mode}
+                                          for mode in WINDOW_MODES if mode != "first"
+                                          for p in by_mode[mode][0] if p.point in by_mode[mode][2]])
 
 
 def _alive(eng: Any, proc: Any) -> None:

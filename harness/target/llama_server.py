@@ -152,7 +152,7 @@ class LlamaServerSettings:
         pairs = self.decode_correction_by_batch_s
         if not pairs or decode_tokens < 1:
             return self.iteration_overhead_s
-        return _interpolate(pairs, decode_tokens)
+        return interpolate_knots(pairs, decode_tokens)
 
     def prompt_save_s(self, prompt_tokens: int, generated_tokens: int) -> float:
         """Seconds the server loop spends copying one slot's state (that many prompt and generated tokens) to host RAM."""
@@ -163,10 +163,10 @@ class LlamaServerSettings:
     def prefill_extra_s(self, prompt_tokens: int) -> float:
         """Seconds added to the prefill time of a prompt micro-batch of `prompt_tokens` tokens."""
         pairs = self.prefill_correction_by_tokens_s
-        return _interpolate(pairs, prompt_tokens) if pairs else 0.0
+        return interpolate_knots(pairs, prompt_tokens) if pairs else 0.0
 
 
-def _interpolate(pairs: tuple[tuple[int, float], ...], x: float) -> float:
+def interpolate_knots(pairs: tuple[tuple[int, float], ...], x: float) -> float:
     """Linear between the sorted (x, y) pairs, the nearest pair's y outside them."""
     if x <= pairs[0][0]:
         return pairs[0][1]
@@ -505,7 +505,7 @@ class LlamaServerScheduler:
         extra = self.settings.iteration_extra_s(n_decode)
         if self.settings.decode_context_s_per_token_by_batch and n_decode:
             ref = self.settings.decode_context_ref_tokens
-            per_token = _interpolate(self.settings.decode_context_s_per_token_by_batch, n_decode)
+            per_token = interpolate_knots(self.settings.decode_context_s_per_token_by_batch, n_decode)
             extra += per_token * sum(pos + 1 - ref for _, _, pos, pr in segs if not pr)
         dt = max(0.0, steps + extra + self._save_pending_s) * self.settings.step_scale
         self._save_pending_s = 0.0

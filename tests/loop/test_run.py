@@ -292,9 +292,10 @@ def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fix
     assert not any(c.phase.startswith("save") for c in r0.checks) and not r0.twin["settings"]["prompt_cache_ram"]
 
 
-def test_stage_windows_predict_each_point_from_the_windows_around_it(tmp_path, fixed_constants, monkeypatch):
-    """Three windows around two points; the host gets 2x slower before the last window. The point it brackets is
-    predicted slower than from window 1 alone; the one before it is not, and every mode's verdict is kept."""
+def test_stage_windows_predict_each_point_from_the_median_of_every_window(tmp_path, fixed_constants, monkeypatch):
+    """Four windows around three points; the host gets 2x slower from the third window on. Every point is then
+    predicted slower than from window 1 alone (the median of 4, 4, 8, 8 ms steps); the windows around point 1 (both
+    fast) leave it as it was, those around point 3 (both slow) double it; every mode's verdict is kept."""
     import harness.loop.run as run_mod
     from harness.loop.windows import window_points
 
@@ -309,31 +310,33 @@ def test_stage_windows_predict_each_point_from_the_windows_around_it(tmp_path, f
     monkeypatch.setattr(run_mod, "measure_stage_window", measure)
     model = write_random_gguf(tmp_path / "rand.gguf")
     cfg = config(tmp_path, model, fake_binary(tmp_path), extra=["--fake-speed-file", str(speed)])
-    r = run_loop(quick_opts(cfg, tmp_path, stage_windows=3), progress=None)
-    assert r.status == "complete" and r.settings["stage_windows"] == 3
-    assert window_points([0, 1], 3) == (0, 1)
-    assert [w["after_point"] for w in r.stage_windows] == [None, 0, 1]
-    assert {c.window for c in r.checks} == {0, 1, 2}
-    assert [p.stage_windows for p in r.served] == [(0, 1), (1, 2)]
+    r = run_loop(quick_opts(cfg, tmp_path, stage_windows=4, rate_fractions=(0.3, 0.6, 1.2)), progress=None)
+    assert r.status == "complete" and r.settings["stage_windows"] == 4
+    assert window_points([0, 1, 2], 4) == (0, 1, 2)
+    assert [w["after_point"] for w in r.stage_windows] == [None, 0, 1, 2]
+    assert {c.window for c in r.checks} == {0, 1, 2, 3}
+    assert all(p.stage_windows == (0, 1, 2, 3) for p in r.served)
     b1 = [dict(w["decode_step_s_by_batch"])[1] for w in r.stage_windows]
-    assert b1[2] > 1.6 * b1[0] and b1[1] < 1.3 * b1[0]  # the stand-in's 4 ms step, then 8 ms
+    assert b1[2] > 1.6 * b1[0] and b1[3] > 1.6 * b1[0] and b1[1] < 1.3 * b1[0]  # the stand-in's 4 ms step, then 8 ms
     run = Run(r.run_dir)
     pred = run.table("loop_prediction")
     first = {int(x.point): x.tpot_p50_s for x in pred[pred.revision == 2].itertuples()}
     final = {p.point: p.predicted["tpot_p50_s"] for p in r.served}
-    assert final[1] > 1.2 * first[1]  # bracketed by the slow window
-    assert final[0] == pytest.approx(first[0], rel=0.15)  # windows 1 and 2 ran at the same speed
-    assert set(pred.revision) >= {2, 4} and set(r.window_verdicts) == {"bracketing", "first", "pooled"}
-    assert set(run.json("twin-windows.json")) == {"1", "2", "3", "1+2", "2+3", "1+2+3"}
-    # each judged figure carries the range of the single windows' predictions: the slow window 3 widens every band
-    tp = {c.point: c for c in r.served_comparisons if c.metric == "tpot_p50_s"}
-    assert all(c.band_hi > 1.6 * c.band_lo for c in tp.values())
-    assert all(c.within_band for c in tp.values())  # both points ran at the fast windows' speed, the band's low end
-    assert tp[0].measured < 1.3 * tp[0].band_lo
+    assert all(final[p] > 1.2 * first[p] for p in first)  # the median step over the windows is 6 ms
+    w4 = pred[pred.revision == 4]
+    brk = {int(x.point): x.tpot_p50_s for x in w4[w4.window_mode == "bracketing"].itertuples()}
+    assert brk[0] == pytest.approx(first[0], rel=0.15) and brk[2] > 1.6 * first[2]
+    assert {int(x.point): x.tpot_p50_s for x in w4[w4.window_mode == "all"].itertuples()} == pytest.approx(final)
+    assert set(r.window_verdicts) == {"all", "bracketing", "first"}
+    assert set(run.json("twin-windows.json")) == {"1", "2", "3", "4", "1+2", "2+3", "3+4", "1+2+3+4"}
+    # each judged figure carries the range of the single windows' predictions: the slow windows widen every band
+    tp = [c for c in r.served_comparisons if c.metric == "tpot_p50_s"]
+    assert tp and all(c.band_hi > 1.6 * c.band_lo for c in tp)
+    assert all(c.within_band for c in tp)  # the points ran at the fast windows' speed, the band's low end
     md = render_markdown(r)
     assert "### Stage windows" in md and "verdict with window 1 alone" in md and "| spread" in md
     assert "single windows' predictions" in md and any(n.startswith("host drift against model error") for n in r.notes)
-    assert any(n.startswith("stage windows: 3 measurements") for n in r.notes)
+    assert any(n.startswith("stage windows: 4 measurements") for n in r.notes)
 
 
 def test_stage_windows_flag_is_checked():

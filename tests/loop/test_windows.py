@@ -27,7 +27,7 @@ def test_each_point_is_bracketed_by_the_windows_before_and_after_it():
     ws = [StageWindow(0, 0.0, None, 9, 30.0), StageWindow(1, 300.0, 4, 9, 30.0), StageWindow(2, 600.0, 9, 9, 30.0)]
     assert [bracket(p, ws) for p in (0, 4, 5, 9)] == [(0, 1), (0, 1), (1, 2), (1, 2)]
     assert bracket(3, ws[:1]) == (0,)  # the loop stopped before the next window
-    assert windows_for("first", 7, ws) == (0,) and windows_for("pooled", 7, ws) == (0, 1, 2)
+    assert windows_for("first", 7, ws) == (0,) and windows_for("all", 7, ws) == (0, 1, 2)
     with pytest.raises(ValueError, match="unknown window mode"):
         windows_for("latest", 0, ws)
 
@@ -41,3 +41,33 @@ def test_summary_reads_each_window_alone_and_the_spread_is_over_the_median():
     assert [c.window for c in of_windows(cs, (1,))] == [1, 1, 1]
     assert spread_pct([0.60, 0.66]) == pytest.approx(100 * 0.06 / 0.63)
     assert spread_pct([0.6]) is None and spread_pct([None, 0.6]) is None
+
+
+def test_combine_takes_the_median_of_each_correction_at_every_knot():
+    from harness.loop.windows import combine
+    from harness.target.llama_server import LlamaServerSettings
+    from harness.target.twin import TwinSpec
+
+    def twin(over, b4, pre512, ctx):
+        s = LlamaServerSettings(slots=4, ctx_size=8192, request_overhead_s=over, iteration_overhead_s=over,
+                                decode_correction_by_batch_s=((1, 0.0), (4, b4)), prefill_correction_by_tokens_s=((512, pre512),),
+                                decode_context_s_per_token_by_batch=ctx)
+        return TwinSpec("llama.cpp", s, None, "m.gguf", "test", ())
+
+    ts = [twin(0.001, 0.002, 0.05, ((1, 1e-6),)), twin(0.003, 0.004, 0.03, ((1, 3e-6),)), twin(0.002, -0.001, 0.10, ())]
+    c = combine(ts, "windows 1 + 2 + 3").settings
+    assert c.request_overhead_s == pytest.approx(0.002) and c.iteration_overhead_s == pytest.approx(0.002)
+    assert dict(c.decode_correction_by_batch_s) == {1: 0.0, 4: pytest.approx(0.002)}
+    assert dict(c.prefill_correction_by_tokens_s) == {512: pytest.approx(0.05)}
+    assert dict(c.decode_context_s_per_token_by_batch) == {1: pytest.approx(2e-6)}  # the window without one does not vote
+    assert c.slots == 4 and combine(ts[:1]) is ts[0]
+    # knots that differ: each table is read at the union of them
+    a = twin(0.0, 0.0, 0.0, ())
+    b = replace_knots(twin(0.0, 0.0, 0.0, ()), ((128, 0.01), (512, 0.05)))
+    assert dict(combine([a, b, b]).settings.prefill_correction_by_tokens_s) == {128: pytest.approx(0.01), 512: pytest.approx(0.05)}
+
+
+def replace_knots(t, knots):
+    from dataclasses import replace
+
+    return replace(t, settings=replace(t.settings, prefill_correction_by_tokens_s=knots))
