@@ -27,7 +27,7 @@ from harness.loop.compare import (TARGETS_PCT, ServedComparison, band_summary, c
                                   compare_served, served_verdict)
 from harness.loop.measure import (PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, ServedMeasurement, combine_repeats, completion_body,
                                   fit_prompts, measure_decode, measure_prefill, measure_prompt_saves, measure_prompts,
-                                  measure_served, token_prompt)
+                                  measure_served, settle_slots, token_prompt)
 from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
 from harness.loop.windows import WINDOW_MODES, StageWindow, combine, of_windows, summarise, window_points, windows_for
@@ -309,13 +309,15 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                     if writer:
                         writer.append("loop_requests", [c.to_dict() for c in cs])
 
+                settle = ((lambda: settle_slots(url, served_name, gm.spec.vocab_size, sched.slots)) if sched.prompt_cache_ram
+                          else None)
                 measure_points(url, served_name, state["work"], state, twin, opts.duration_s, writer, pid, threads, say,
                                alive=lambda: _alive(eng, proc), fit_to_tokenizer=True,
                                drain_limit_s=QUICK_DRAIN_FACTOR * opts.duration_s if opts.quick else None, probe=probe,
-                               repeats=opts.repeats, after_point=after_point)
+                               repeats=opts.repeats, after_point=after_point, settle=settle)
                 measure_capacity(url, served_name, state, opts.duration_s, writer, pid, threads, say,
                                  alive=lambda: _alive(eng, proc), fit_to_tokenizer=True, probe=probe, twin=twin,
-                                 after_point=after_point)
+                                 after_point=after_point, settle=settle)
             except BaseException:
                 # did the engine die by itself? (checked before the context manager stops it; a dying process
                 # resets its connections a moment before it can be reaped, so give it a second)
@@ -378,7 +380,8 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
     if more:  # the prefill correction's knots at the served prompt lengths the stages did not run
         alive()
         keep(measure_prompts(url, served_name, more, vocab, 2))
-    if sched.prompt_cache_ram:  # the host-RAM prompt cache's copy of a slot, at the served mixes' shapes
+    if sched.prompt_cache_ram and window == 0:  # the host-RAM prompt cache's copy of a slot, at the served mixes' shapes
+        # (window 0 only: a copy is a memory move, 17 s of the 45 s window on Gemma; later windows reuse it)
         alive()
         cases = sorted({(opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS)} | ({tuple(m) for m in opts.mixes} if opts.served else set()))
         keep(measure_prompt_saves(url, served_name, cases, vocab, 2, sched.slots))
@@ -393,9 +396,11 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
 def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, int], float, float, Any]], state: dict[str, Any],
                    twin: Any, duration_s: float, writer: Any, pid: int | None, threads: int, say: ProgressFn,
                    alive: Callable[[], None] = lambda: None, fit_to_tokenizer: bool = False, drain_limit_s: float | None = None,
-                   probe: "SpeedProbe | None" = None, repeats: int = 1, after_point: Callable[[int], None] = lambda pt: None) -> None:
+                   probe: "SpeedProbe | None" = None, repeats: int = 1, after_point: Callable[[int], None] = lambda pt: None,
+                   settle: Callable[[], None] | None = None) -> None:
     """Run every served point with the load generator; results go into state["measurements"] and the loop_served table
-    (the workload as sent, fitted to the tokenizer, into state["artifacts"]); `after_point(point)` runs after each.
+    (the workload as sent, fitted to the tokenizer, into state["artifacts"]); `after_point(point)` runs after each and
+    `settle()` before each measurement (`settle_slots`: the engine's slot states copied to its prompt cache first).
     `drain_limit_s` bounds each point's drain (--quick): requests still running then are cancelled and the point is cut."""
     from harness.target.twin import predict_point, requests_from_rows  # noqa: PLC0415
     from workloads.artifact import WorkloadArtifact, save_artifact  # noqa: PLC0415
@@ -427,6 +432,8 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
                     rows, _ = fit_prompts(url, rows)
                 wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
                 path = save_artifact(WorkloadArtifact(art.name, rows, {**art.meta, "repeat": rep}), wd)
+            if settle is not None:
+                settle()
             ms.append(measure_served(url, served_name, name, rate, str(path), duration_s, load_root, wd, pid, threads,
                                      request_timeout_s=max(120.0, 4 * duration_s), drain_limit_s=drain_limit_s))
             alive()
@@ -507,10 +514,12 @@ def _burst_artifacts(state: dict[str, Any]) -> dict[str, Any]:
 
 def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration_s: float, writer: Any, pid: int | None,
                      threads: int, say: ProgressFn, alive: Callable[[], None] = lambda: None, fit_to_tokenizer: bool = False,
-                     probe: "SpeedProbe | None" = None, twin: Any = None, after_point: Callable[[int], None] = lambda pt: None) -> None:
+                     probe: "SpeedProbe | None" = None, twin: Any = None, after_point: Callable[[int], None] = lambda pt: None,
+                     settle: Callable[[], None] | None = None) -> None:
     """Send each mix's capacity burst (state["capacity_work"]) with the load generator; the measurement goes into
     state["capacity_measurements"][mix] = (point, requests, ServedMeasurement) and a loop_served row (kind
-    capacity-burst), the burst as sent into state["capacity_sent"][mix]; `after_point(point)` runs after each."""
+    capacity-burst), the burst as sent into state["capacity_sent"][mix]; `after_point(point)` runs after each, `settle()`
+    before each."""
     from workloads.artifact import save_artifact  # noqa: PLC0415
 
     bursts = state.get("capacity_work") or {}
@@ -530,6 +539,8 @@ def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration
             state["capacity"][name] = {**burst_capacity(scaled_twin(twin, scale), art), "step_scale": scale}
         path = save_artifact(art, wd)
         wait_s = 3.0 * art.count / cap + 60.0  # the last request waits for all before it
+        if settle is not None:
+            settle()
         m = measure_served(url, served_name, name, math.inf, str(path), 0.0, load_root, wd, pid, threads,
                            request_timeout_s=max(120.0, 4 * duration_s, wait_s))
         alive()
@@ -850,8 +861,9 @@ def windowed_predictions(state: dict[str, Any], opts: LoopOptions, writer: Any, 
 
     def twin_of(idx: tuple[int, ...]) -> Any:
         if idx not in twins:
-            if len(idx) == 1:
-                twins[idx] = corrected_twin(base, of_windows(state["checks"], idx), opts)[0]
+            if len(idx) == 1:  # the copy is measured in window 0 only (measure_stage_window)
+                copy = [c for c in state["checks"] if c.window == 0 and c.phase.startswith(("save", "case@"))] if idx[0] else []
+                twins[idx] = corrected_twin(base, of_windows(state["checks"], idx) + copy, opts)[0]
             else:
                 twins[idx] = combine([twin_of((i,)) for i in idx], "stage windows " + " + ".join(str(i + 1) for i in idx))
         return twins[idx]
