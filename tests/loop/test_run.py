@@ -281,10 +281,14 @@ def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fix
     bodies = [json.loads(x) for x in log.read_text().splitlines()]
     # the isolated decode's streams run in slots 0..B-1 (consecutive ids: one micro-batch a step)
     assert {b["id_slot"] for b in bodies if b["id_slot"] is not None} == {0, 1}
-    # small requests: the copy's warm-up and baseline (2 x 2 slots), then one per slot before each of the 2 points,
-    # which has the engine copy the slot states the stages left before the point instead of in its first request
-    small = [b for b in bodies if b["n_prompt"] == 16 and b["max_tokens"] == 1 and b["id_slot"] is None]
-    assert len(small) == 2 * 2 + 2 * 2
+    # small requests: the copy's warm-up and baseline (2 x 2 slots) and probes (2 cases x 2 reps x 2 slots), then one
+    # per slot before each of the 2 points, which has the engine copy the slot states the stages left before the point
+    # instead of in its first request
+    small = [i for i, b in enumerate(bodies) if b["n_prompt"] == 16 and b["max_tokens"] == 1 and b["id_slot"] is None]
+    assert len(small) == 2 * 2 + 2 * 2 * 2 + 2 * 2
+    last_stage = max(i for i, b in enumerate(bodies) if b["n_prompt"] == 64)  # the long-context decode ends the stages
+    first_served = min(i for i, b in enumerate(bodies) if i > last_stage and b["max_tokens"] == 6)
+    assert [first_served - 2, first_served - 1] == [i for i in small if last_stage < i < first_served]
     assert any(c.phase.startswith("save@") for c in r.checks) and any(c.phase == "savebase" for c in r.checks)
     tw = r.twin["settings"]
     copy_48_6 = tw["prompt_save_s_per_prompt_token"] * 48 + tw["prompt_save_s_per_generated_token"] * 5
