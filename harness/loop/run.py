@@ -3,7 +3,9 @@
 Order matters on a small host: the calibration runs with the engine stopped (so the two do not
 compete for the cores), then the twin predicts every (mix, rate) point of the seeded workloads
 before the engine starts (the prediction cannot peek at a measurement), then the engine is
-launched once and measured: isolated stages, then each served point with the load generator.
+launched once and measured: isolated stages, then each served point with the load generator, with the stages
+measured again between the points (harness.loop.windows); once the engine has stopped, every point is predicted anew
+from the median of the windows' corrections (still stage data only: the points stay held out).
 The run is written as it goes (results/<machine>/<run_id>/, kind loop-cpu): a failure midway
 (bad model, engine crash, unreachable target) keeps what was measured, with status "failed".
 """
