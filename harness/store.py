@@ -40,7 +40,6 @@ def _loop_report_1_to_2(d: dict) -> dict:
             "served_comparisons": [], "verdict": None}
 
 
-SIDECAR_UPGRADES: dict[str, dict[int, Callable[[dict], dict]]] = {name: {} for name in SIDECAR_VERSIONS}
 def _loop_report_2_to_3(d: dict) -> dict:
     """A loop report before stage windows: its one stage measurement is window 0, every point was predicted from it."""
     return {**d, "stage_windows": d.get("stage_windows", []), "window_verdicts": d.get("window_verdicts", {}),
@@ -48,6 +47,7 @@ def _loop_report_2_to_3(d: dict) -> dict:
             "checks": [{**c, "window": c.get("window", 0)} for c in d.get("checks") or []]}
 
 
+SIDECAR_UPGRADES: dict[str, dict[int, Callable[[dict], dict]]] = {name: {} for name in SIDECAR_VERSIONS}
 SIDECAR_UPGRADES["loop_report.json"][1] = _loop_report_1_to_2
 SIDECAR_UPGRADES["loop_report.json"][2] = _loop_report_2_to_3
 

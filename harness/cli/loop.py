@@ -78,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "twin's steps for that point by it (experimental: it did not help on 2026-12-01, docs/loop-cpu.md)")
     parser.add_argument("--stage-windows", type=int, default=None,
                         help="cpu: measure the isolated stages this many times over the loop (1-10): before the served points, "
-                             "between them and after the last; each point is predicted from the windows around it "
+                             "between them and after the last; each point is predicted from the median of the windows' corrections "
                              "(default 3; 1 with --quick or --probe)")
     parser.add_argument("--seed", type=int, default=0, help="workload seed (arrivals and prompts; the twin replays the same)")
     parser.add_argument("--no-stages", action="store_true", help="skip the isolated prefill/decode measurements")

@@ -143,6 +143,7 @@ def measure_prompts(endpoint: str, model: str, lengths: Sequence[int], vocab: in
 
 
 SAVE_PROBE_TOKENS = 16  # the small requests around a prompt-cache copy: their own slot states copy in ~0.1 ms
+COPY_PHASES = ("savewarm", "savebase", "save@", "case@")  # the phases measure_prompt_saves labels its requests with
 
 
 def measure_prompt_saves(endpoint: str, model: str, cases: Sequence[tuple[int, int]], vocab: int, reps: int,

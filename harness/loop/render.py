@@ -6,7 +6,7 @@ import math
 import statistics
 from typing import Any
 
-from harness.loop.compare import _is_time, band_summary
+from harness.loop.compare import _is_time, band_summary, repeat_spread_pct
 from harness.loop.report import LoopReport
 from harness.units import fmt_ms, fmt_num
 
@@ -137,8 +137,6 @@ def _windows(r: LoopReport) -> list[str]:
     ws = r.stage_windows
     if len(ws) < 2:
         return []
-    from harness.loop.windows import spread_pct  # noqa: PLC0415
-
     batches = sorted({int(b) for w in ws for b, _ in w.get("decode_step_s_by_batch") or ()})
     p = r.settings.get("prompt_tokens")
     lines = ["", "### Stage windows: the isolated stages measured again between the served points", "",
@@ -155,7 +153,7 @@ def _windows(r: LoopReport) -> list[str]:
         after = "— (before them)" if w.get("after_point") is None else str(int(w["after_point"]) + 1)
         lines.append(f"| {int(w['index']) + 1} | {w['started_s'] / 60:.1f} min | {after} | {w['requests']} | {w['duration_s']:.0f} s | "
                      f"{_ms(w.get('prefill_prompt_s'))} | " + " | ".join(_ms(dec(w, b)) for b in batches) + " |")
-    sp = [spread_pct([w.get("prefill_prompt_s") for w in ws])] + [spread_pct([dec(w, b) for w in ws]) for b in batches]
+    sp = [repeat_spread_pct([w.get("prefill_prompt_s") for w in ws])] + [repeat_spread_pct([dec(w, b) for w in ws]) for b in batches]
     lines.append("| spread (max − min over the median) | | | | | " + " | ".join("—" if x is None else f"{x:.0f} %" for x in sp) + " |")
     if r.window_verdicts:
         names = {"all": "every window (the prediction above)", "bracketing": "the windows just before and after each point",

@@ -35,7 +35,7 @@ class ServedPoint:
     measured: dict[str, Any] | None  # ServedMeasurement.to_dict(), None when not measured (yet)
     simulate_s: float  # wall seconds the prediction took
     step_scale: float = 1.0  # the twin's step times × this for the point (host speed probe; 1: no probe)
-    stage_windows: tuple[int, ...] = (0,)  # the stage windows whose requests corrected the twin that predicted it
+    stage_windows: tuple[int, ...] = (0,)  # the stage windows whose corrections (combined) made the twin that predicted it
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -32,7 +32,7 @@ from harness.loop.measure import (PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, Serv
                                   measure_served, settle_slots, token_prompt)
 from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
-from harness.loop.windows import WINDOW_MODES, StageWindow, combine, of_windows, summarise, window_points, windows_for
+from harness.loop.windows import WINDOW_MODES, StageWindow, combine, summarise, window_checks, window_points, windows_for
 
 DEFAULT_MIXES = ((512, 64), (128, 256))
 DEFAULT_RATE_FRACTIONS = (0.2, 0.5, 0.8, 1.2)  # of the predicted capacity; 1.2 measures the capacity itself
@@ -383,7 +383,8 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
         alive()
         keep(measure_prompts(url, served_name, more, vocab, 2))
     if sched.prompt_cache_ram and window == 0:  # the host-RAM prompt cache's copy of a slot, at the served mixes' shapes
-        # (window 0 only: a copy is a memory move, 17 s of the 45 s window on Gemma; later windows reuse it)
+        # (window 0 only, later windows reuse it, windows.window_checks: Gemma's windows took 39-45 s with it, 27-29 s
+        # without, 2026-12-02)
         alive()
         cases = sorted({(opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS)} | ({tuple(m) for m in opts.mixes} if opts.served else set()))
         keep(measure_prompt_saves(url, served_name, cases, vocab, 2, sched.slots))
@@ -507,6 +508,11 @@ def plan_points(state: dict[str, Any], twin: Any, mixes: tuple[tuple[int, int], 
     state["capacity"], state["served"], state["work"] = served_predictions(
         twin, mixes, rate_fractions, duration_s, seed, bursts=_burst_artifacts(state))
     state["artifacts"] = {pt: art for pt, _, _, _, art in state["work"]}
+
+
+def _burst_sent(state: dict[str, Any], name: str) -> Any:
+    """The capacity burst of mix `name` as it was sent (fitted to the tokenizer), else as planned."""
+    return (state.get("capacity_sent") or {}).get(name) or state["capacity_work"][name][1]
 
 
 def _burst_artifacts(state: dict[str, Any]) -> dict[str, Any]:
@@ -762,8 +768,8 @@ def prefill_correction_s(checks: Sequence[Any], twin: Any) -> tuple[tuple[int, f
 
 
 def corrected_twin(twin: Any, checks: Sequence[Any], opts: LoopOptions) -> tuple[Any, list[str]]:
-    """Calibration subset "stages": the twin corrected by the isolated requests `checks` (of one stage window, or of
-    several pooled: every figure is a median over the requests), and the notes that state each correction. The
+    """Calibration subset "stages": the twin corrected by the isolated requests `checks` (of one stage window:
+    windows.window_checks; several windows are combined by windows.combine), and the notes that state each correction. The
     isolated-prefill requests give the request overhead outside the step times (client TTFT − the engine's own prompt
     time: HTTP, tokenizing, first-token streaming), and the isolated decode requests the server-loop iteration overhead
     (`iteration_overhead_s`: sampling, streaming each token, and whatever the step-time source misses at these
@@ -863,49 +869,51 @@ def windowed_predictions(state: dict[str, Any], opts: LoopOptions, writer: Any, 
 
     def twin_of(idx: tuple[int, ...]) -> Any:
         if idx not in twins:
-            if len(idx) == 1:  # the copy is measured in window 0 only (measure_stage_window)
-                copy = [c for c in state["checks"] if c.window == 0 and c.phase.startswith(("save", "case@"))] if idx[0] else []
-                twins[idx] = corrected_twin(base, of_windows(state["checks"], idx) + copy, opts)[0]
-            else:
-                twins[idx] = combine([twin_of((i,)) for i in idx], "stage windows " + " + ".join(str(i + 1) for i in idx))
+            twins[idx] = (corrected_twin(base, window_checks(state["checks"], idx[0]), opts)[0] if len(idx) == 1 else
+                          combine([twin_of((i,)) for i in idx], "stage windows " + " + ".join(str(i + 1) for i in idx)))
         return twins[idx]
 
+    figs: dict[tuple[tuple[int, ...], int], tuple[dict[str, Any], float]] = {}  # (windows, point) -> (figures, seconds)
+
+    def figures(idx: tuple[int, ...], p: Any) -> tuple[dict[str, Any], float]:
+        if (idx, p.point) not in figs:
+            t0 = time.perf_counter()
+            fig = predict_point(twin_of(idx).make_scheduler, requests_from_rows(state["artifacts"][p.point].rows),
+                                rate_per_s=p.rate_per_s, span_s=opts.duration_s)
+            figs[(idx, p.point)] = (fig.to_dict(), time.perf_counter() - t0)
+        return figs[(idx, p.point)]
+
+    caps_memo: dict[tuple[tuple[int, ...], str], dict[str, float]] = {}  # (windows, mix) -> burst_capacity
+
+    def capacity_of(idx: tuple[int, ...], name: str) -> dict[str, float]:
+        if (idx, name) not in caps_memo:
+            caps_memo[(idx, name)] = burst_capacity(twin_of(idx), _burst_sent(state, name))
+        return caps_memo[(idx, name)]
+
     first_served, first_caps = list(state["served"]), dict(state["capacity"])
-    by_mode: dict[str, tuple[list[Any], dict[str, Any], dict[int, tuple[int, ...]]]] = {}
+    measured = [p for p in first_served if p.point in state["measurements"] and p.point in (state.get("artifacts") or {})]
+    bursts = {name: pt for name, (pt, _, _) in (state.get("capacity_measurements") or {}).items()}
+    by_mode: dict[str, tuple[list[Any], dict[str, Any], dict[int, tuple[int, ...]]]] = {
+        "first": (first_served, first_caps, {p.point: (0,) for p in first_served})}
     for mode in WINDOW_MODES:
         if mode == "first":
-            by_mode[mode] = (first_served, first_caps, {p.point: (0,) for p in first_served})
             continue
-        served, caps, used = [], dict(first_caps), {}
-        for p in first_served:
-            art = state.get("artifacts", {}).get(p.point)
-            if p.point not in state["measurements"] or art is None:
-                served.append(p)
-                continue
-            used[p.point] = idx = windows_for(mode, p.point, wins)
-            t0 = time.perf_counter()
-            fig = predict_point(twin_of(idx).make_scheduler, requests_from_rows(art.rows), rate_per_s=p.rate_per_s, span_s=opts.duration_s)
-            served.append(replace(p, predicted=fig.to_dict(), simulate_s=time.perf_counter() - t0, stage_windows=idx))
-        for name, (pt, _, _) in (state.get("capacity_measurements") or {}).items():
-            art = (state.get("capacity_sent") or {}).get(name) or state["capacity_work"][name][1]
-            used[pt] = idx = windows_for(mode, pt, wins)
-            caps[name] = {**burst_capacity(twin_of(idx), art), "stage_windows": list(idx)}
+        used = {p.point: windows_for(mode, p.point, wins) for p in measured} | {pt: windows_for(mode, pt, wins) for pt in bursts.values()}
+        served = [replace(p, predicted=(f := figures(used[p.point], p))[0], simulate_s=f[1], stage_windows=used[p.point])
+                  if p.point in used else p for p in first_served]
+        caps = first_caps | {name: {**capacity_of(used[pt], name), "stage_windows": list(used[pt])} for name, pt in bursts.items()}
         by_mode[mode] = (served, caps, used)
     bands: dict[tuple[int, str], tuple[float, float]] = {}  # (point, metric) -> the single windows' lowest, highest
-    judged = [m for m in TARGETS_PCT if m != "capacity_rps"]
-    for p in first_served:
-        art = state.get("artifacts", {}).get(p.point)
-        if p.point not in state["measurements"] or art is None:
-            continue
-        figs = [predict_point(twin_of((w.index,)).make_scheduler, requests_from_rows(art.rows), rate_per_s=p.rate_per_s,
-                              span_s=opts.duration_s).to_dict() for w in wins]
-        for m in judged:
-            v = [f[m] for f in figs if f.get(m) is not None]
+    for p in measured:
+        single = [figures((w.index,), p)[0] for w in wins]
+        for m in TARGETS_PCT:
+            if m == "capacity_rps":  # a burst's, below
+                continue
+            v = [f[m] for f in single if f.get(m) is not None]
             if v:
                 bands[(p.point, m)] = (min(v), max(v))
-    for name, (pt, _, _) in (state.get("capacity_measurements") or {}).items():
-        art = (state.get("capacity_sent") or {}).get(name) or state["capacity_work"][name][1]
-        v = [burst_capacity(twin_of((w.index,)), art)["requests_per_s"] for w in wins]
+    for name, pt in bursts.items():
+        v = [capacity_of((w.index,), name)["requests_per_s"] for w in wins]
         bands[(pt, "capacity_rps")] = (min(v), max(v))
     state["bands"] = bands
     verdicts = {}
@@ -996,8 +1004,7 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
     reps = state.get("repeats") or {}
     items = [(p.point, p.mix, state.get("artifacts", {}).get(p.point), m) for p in state["served"]
              for m in (reps.get(p.point) or [state["measurements"].get(p.point)])]
-    items += [(pt, mix, (state.get("capacity_sent") or {}).get(mix) or state["capacity_work"][mix][1], m)
-              for mix, (pt, _, m) in (state.get("capacity_measurements") or {}).items()]
+    items += [(pt, mix, _burst_sent(state, mix), m) for mix, (pt, _, m) in (state.get("capacity_measurements") or {}).items()]
     point_twins = state.get("point_twins") or {}
     by_mix: dict[str, tuple[list[Any], list[Any]]] = {}
     twin_steps: dict[int, list[Any]] = {}  # per artifact: the repeats of a point share arrivals and lengths, so one simulation

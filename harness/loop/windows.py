@@ -1,5 +1,5 @@
-"""Stage windows: the isolated stages measured more than once over a loop, so each served point is predicted from the
-stage measurements taken around it.
+"""Stage windows: the isolated stages measured more than once over a loop, so the served points are predicted from the
+host's speed over the whole loop rather than from the one minute before them.
 
 Why: on the shared 2-core VM the engine's speed moves 20-40 % within minutes (docs/loop-cpu.md, 2026-12-02): the
 batch-1 step was 15.0-15.9 ms in the stage window and 12.0-13.5 ms in the 128/256 points four minutes later, and every
@@ -107,10 +107,15 @@ def combine(twins: Sequence[Any], label: str = "") -> Any:
     return replace(first, settings=replace(first.settings, **upd), notes=(*first.notes, note))
 
 
-def of_windows(checks: Sequence[Any], indices: Sequence[int]) -> list[Any]:
-    """The request checks measured in the given windows."""
-    keep = set(indices)
-    return [c for c in checks if c.window in keep]
+def window_checks(checks: Sequence[Any], index: int) -> list[Any]:
+    """The request checks one window's correction uses: its own, and for a later window also window 0's prompt-cache
+    copy measurement (measured there only: harness.loop.run.measure_stage_window)."""
+    from harness.loop.measure import COPY_PHASES  # noqa: PLC0415
+
+    own = [c for c in checks if c.window == index]
+    if index == 0:
+        return own
+    return own + [c for c in checks if c.window == 0 and c.phase.startswith(COPY_PHASES)]
 
 
 @dataclass(frozen=True)
@@ -137,14 +142,5 @@ def summarise(checks: Sequence[Any], index: int) -> WindowSummary:
                          tuple((b, statistics.median(v)) for b, v in sorted(by_b.items())))
 
 
-def spread_pct(values: Sequence[float]) -> float | None:
-    """(max − min) / median in percent; None for fewer than two values."""
-    v = [x for x in values if x is not None]
-    if len(v) < 2:
-        return None
-    m = statistics.median(v)
-    return 100.0 * (max(v) - min(v)) / m if m else None
-
-
-__all__ = ["WINDOW_MODES", "StageWindow", "WindowSummary", "bracket", "combine", "of_windows", "spread_pct", "summarise",
+__all__ = ["WINDOW_MODES", "StageWindow", "WindowSummary", "bracket", "combine", "summarise", "window_checks",
            "window_points", "windows_for"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.loop.measure import RequestCheck
-from harness.loop.windows import StageWindow, bracket, of_windows, spread_pct, summarise, window_points, windows_for
+from harness.loop.windows import StageWindow, bracket, summarise, window_checks, window_points, windows_for
 
 
 def check(phase: str, window: int, step_s: float | None = None, prompt_s: float | None = None) -> RequestCheck:
@@ -38,9 +38,15 @@ def test_summary_reads_each_window_alone_and_the_spread_is_over_the_median():
     s0, s1 = summarise(cs, 0), summarise(cs, 1)
     assert s0.prefill_prompt_s == pytest.approx(0.60) and dict(s0.decode_step_s_by_batch) == {1: pytest.approx(0.015)}
     assert dict(s1.decode_step_s_by_batch) == {1: pytest.approx(0.012), 4: pytest.approx(0.045)}
-    assert [c.window for c in of_windows(cs, (1,))] == [1, 1, 1]
-    assert spread_pct([0.60, 0.66]) == pytest.approx(100 * 0.06 / 0.63)
-    assert spread_pct([0.6]) is None and spread_pct([None, 0.6]) is None
+    assert [c.window for c in window_checks(cs, 1)] == [1, 1, 1]
+
+
+def test_a_later_window_takes_the_prompt_cache_copy_from_window_0():
+    cs = [check("savebase", 0), check("save@512/64", 0), check("case@512/64", 0), check("prefill", 0, prompt_s=0.6),
+          check("prefill", 1, prompt_s=0.7)]
+    assert [(c.phase, c.window) for c in window_checks(cs, 1)] == [("prefill", 1), ("savebase", 0), ("save@512/64", 0),
+                                                                    ("case@512/64", 0)]
+    assert window_checks(cs, 0) == [c for c in cs if c.window == 0]
 
 
 def test_combine_takes_the_median_of_each_correction_at_every_knot():
