@@ -78,6 +78,12 @@ def compare(predicted: list[Predicted], measured: list[Measured]) -> list[Compar
 
 # the issue's targets on held-out, uncontended points (issue 15): capacity within 5 %, TTFT p50 and TPOT p50 within 10 %
 TARGETS_PCT = {"capacity_rps": 5.0, "ttft_p50_s": 10.0, "tpot_p50_s": 10.0}
+# How well-conditioned a judged figure is: the twin's own prediction with every step time x (1 - d) ... x (1 + d). d = 2 %:
+# the spread of the isolated decode step between the stage windows of a run on a quiet host (1-2 %, 2026-12-02 07:35),
+# so a figure whose prediction leaves its target within +-2 % of step time cannot be predicted to that target from
+# step times measured to that precision (e.g. a TTFT p50 at a cliff between requests that found a slot and requests
+# that waited: 128/256 x 0.8, p50 269 ms at x 0.99 and 1064 ms at x 1.01).
+CONDITION_STEP_PCT = 2.0
 SERVED_METRICS = ("request_throughput_per_s", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "e2e_p50_s")
 
 
@@ -101,6 +107,8 @@ class ServedComparison:
     note: str = ""
     band_lo: float | None = None  # the lowest and highest prediction by the twin of any one stage window alone
     band_hi: float | None = None  # (harness.loop.windows): how far the host's own drift moves the prediction
+    cond_lo: float | None = None  # the lowest and highest prediction of the same twin with every step time
+    cond_hi: float | None = None  # x (1 -/+ CONDITION_STEP_PCT %): how sensitive the figure is to the step times
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,6 +120,15 @@ class ServedComparison:
             return None
         lo, hi = self.band_lo / (1 + self.target_pct / 100.0), self.band_hi / (1 - self.target_pct / 100.0)
         return bool(lo <= self.measured <= hi)
+
+    @property
+    def ill_conditioned(self) -> bool | None:
+        """A change of CONDITION_STEP_PCT % in every step time moves the twin's own prediction beyond the target (None:
+        not computed, or no target). A property of the prediction alone: the measurement does not enter it."""
+        if self.cond_lo is None or self.cond_hi is None or self.predicted is None or not self.predicted or self.target_pct is None:
+            return None
+        dev = max(abs(self.cond_lo / self.predicted - 1), abs(self.cond_hi / self.predicted - 1)) * 100.0
+        return bool(dev > self.target_pct)
 
 
 def _err(p: float | None, m: float | None) -> float | None:
@@ -220,6 +237,29 @@ def band_summary(rows: list[ServedComparison]) -> tuple[int, int, int] | None:
     miss = [r for r in rows if r.met is False]
     inside = sum(1 for r in miss if r.within_band)
     return len(miss), inside, len(miss) - inside
+
+
+@dataclass(frozen=True)
+class ConditionSummary:
+    """The judged figures split by conditioning (ServedComparison.ill_conditioned)."""
+
+    misses: int  # judged figures outside target
+    ill_conditioned_misses: int  # of them, at figures a ±CONDITION_STEP_PCT % step-time change moves past the target
+    well_conditioned_judged: int
+    well_conditioned_met: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def condition_summary(rows: list[ServedComparison]) -> ConditionSummary | None:
+    """None when no judged row has its conditioning computed."""
+    judged = [r for r in rows if r.met is not None and r.ill_conditioned is not None]
+    if not judged:
+        return None
+    well = [r for r in judged if not r.ill_conditioned]
+    return ConditionSummary(sum(1 for r in judged if not r.met), sum(1 for r in judged if not r.met and r.ill_conditioned),
+                            len(well), sum(1 for r in well if r.met))
 
 
 def served_verdict(rows: list[ServedComparison]) -> Verdict:

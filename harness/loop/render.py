@@ -6,7 +6,7 @@ import math
 import statistics
 from typing import Any
 
-from harness.loop.compare import _is_time, band_summary, repeat_spread_pct
+from harness.loop.compare import CONDITION_STEP_PCT, _is_time, band_summary, condition_summary, repeat_spread_pct
 from harness.loop.report import LoopReport
 from harness.units import fmt_ms, fmt_num
 
@@ -170,6 +170,12 @@ def _band(c: Any) -> str:
     return f"{_v(c.metric, c.band_lo)} – {_v(c.metric, c.band_hi)}" + ("" if w is None else " ✓" if w else " ✗")
 
 
+def _cond(c: Any) -> str:
+    if c.cond_lo is None or c.cond_hi is None:
+        return "—"
+    return f"{_v(c.metric, c.cond_lo)} – {_v(c.metric, c.cond_hi)}" + (" ill-conditioned" if c.ill_conditioned else "")
+
+
 def _served(r: LoopReport) -> list[str]:
     """The served-load tables: capacity per mix, then every point's predicted vs measured figures."""
     if not r.served:
@@ -194,9 +200,11 @@ def _served(r: LoopReport) -> list[str]:
         lines += ["", f"Predicted capacity (throughput at saturation, simulated; {how}): " + "; ".join(
             f"{mix}: {c['requests_per_s']:.3f} req/s = {c['output_tokens_per_s']:.1f} output tokens/s" for mix, c in r.capacity.items()), ""]
     banded = any(c.band_lo is not None for c in r.served_comparisons)
+    conditioned = any(c.cond_lo is not None for c in r.served_comparisons)
     lines += ["| mix | rate | × capacity | n | held-out | metric | predicted | measured | error | target | "
-              + ("single windows' predictions (measured within target of them?) | " if banded else "") + "engine CPU share |",
-              "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if banded else "") + "---|"]
+              + ("single windows' predictions (measured within target of them?) | " if banded else "")
+              + (f"twin at ±{CONDITION_STEP_PCT:g} % step time | " if conditioned else "") + "engine CPU share |",
+              "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if banded else "") + ("---|" if conditioned else "") + "---|"]
     n_by = {(p.mix, p.point): p.requests for p in r.served}
     for c in r.served_comparisons:
         err = "—" if c.error_pct is None else f"{c.error_pct:+.1f}%"
@@ -208,7 +216,8 @@ def _served(r: LoopReport) -> list[str]:
         frac = "∞" if burst else f"{c.rate_fraction_of_capacity:.2f}"
         lines.append(f"| {c.mix} | {rate} | {frac} | {n or '—'} | "
                      f"{'yes' if c.held_out else 'no (fit)'} | {c.metric} | {_v(c.metric, c.predicted)} | {_v(c.metric, c.measured)} | "
-                     f"{err} | {tgt} | " + (f"{_band(c)} | " if banded else "") + f"{share} |")
+                     f"{err} | {tgt} | " + (f"{_band(c)} | " if banded else "")
+                     + (f"{_cond(c) if c.target_pct is not None else '—'} | " if conditioned else "") + f"{share} |")
     seen: set[tuple[str, int]] = set()
     for c in r.served_comparisons:
         if not c.note or (c.mix, c.point) in seen:
@@ -231,5 +240,10 @@ def _served(r: LoopReport) -> list[str]:
         if bs is not None and bs[0]:
             lines += [f"- of these {bs[0]}, {bs[1]} are within target of some single stage window's prediction (host drift "
                       f"between the windows), {bs[2]} outside them all"]
+        cs = condition_summary(list(r.served_comparisons))
+        if cs is not None:
+            lines += [f"- conditioning: of the {cs.misses} outside target, {cs.ill_conditioned_misses} are ill-conditioned (±{CONDITION_STEP_PCT:g} % "
+                      f"of every step time moves the twin's own prediction past the target); the well-conditioned judged figures: "
+                      f"{cs.well_conditioned_met} of {cs.well_conditioned_judged} within target"]
     return lines
 

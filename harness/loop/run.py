@@ -25,8 +25,8 @@ from typing import Any, Callable, Sequence
 
 from harness.errors import HarnessError
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
-from harness.loop.compare import (TARGETS_PCT, ServedComparison, band_summary, compare, compare_capacity, compare_capacity_burst,
-                                  compare_served, served_verdict)
+from harness.loop.compare import (CONDITION_STEP_PCT, TARGETS_PCT, ServedComparison, band_summary, compare, compare_capacity,
+                                  compare_capacity_burst, compare_served, condition_summary, served_verdict)
 from harness.loop.measure import (PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, ServedMeasurement, combine_repeats, completion_body,
                                   fit_prompts, measure_decode, measure_prefill, measure_prompt_saves, measure_prompts,
                                   measure_served, settle_slots, token_prompt)
@@ -334,6 +334,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                 raise
         if len(state.get("windows") or ()) > 1:  # the engine is stopped: every point re-predicted from its windows
             windowed_predictions(state, opts, writer, say)
+        conditioning(state, opts, say)
     except (HarnessError, KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - keep the partial run, then re-raise
         err = f"{type(exc).__name__}: {exc}" if not isinstance(exc, HarnessError) else str(exc)
         eng_proc = state.get("engine_died")
@@ -948,6 +949,57 @@ def windowed_predictions(state: dict[str, Any], opts: LoopOptions, writer: Any, 
                                           for p in by_mode[mode][0] if p.point in by_mode[mode][2]])
 
 
+def _step_scaled(twin: Any, factor: float) -> Any:
+    """The twin with every iteration's time × `factor` (on top of any scale it already has)."""
+    return replace(twin, settings=replace(twin.settings, step_scale=twin.settings.step_scale * factor))
+
+
+def conditioning(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lambda m: None) -> None:
+    """How well-conditioned each judged figure is: every measured point (and capacity burst) simulated again by the twin
+    that predicted it, with every step time × (1 − d), (1 − d/2), (1 + d/2), (1 + d), d = CONDITION_STEP_PCT %; the
+    lowest and highest of those and the prediction go into state["conditioning"] (ServedComparison.cond_lo/cond_hi),
+    and a note says how many misses lie at figures that change past their target within ±d. A property of the twin
+    alone (no measurement enters it); llama.cpp twins only (the others have no step scale). Nothing is changed in the
+    prediction or the verdict."""
+    from harness.loop.predict import burst_capacity  # noqa: PLC0415
+    from harness.target.twin import predict_point, requests_from_rows  # noqa: PLC0415
+
+    twin0 = state.get("twin")
+    if twin0 is None or twin0.engine != "llama.cpp" or not (state.get("measurements") or state.get("capacity_measurements")):
+        return
+    d = CONDITION_STEP_PCT / 100.0
+    factors = (1 - d, 1 - d / 2, 1 + d / 2, 1 + d)
+    point_twins, arts = state.get("point_twins") or {}, state.get("artifacts") or {}
+    out: dict[tuple[int, str], tuple[float, float]] = {}
+    for p in state["served"]:
+        if p.point not in state["measurements"] or p.point not in arts:
+            continue
+        tw = point_twins.get(p.point) or scaled_twin(twin0, p.step_scale if p.step_scale != 1.0 else None)
+        reqs = requests_from_rows(arts[p.point].rows)
+        figs = [p.predicted] + [predict_point(_step_scaled(tw, f).make_scheduler, reqs, rate_per_s=p.rate_per_s,
+                                              span_s=opts.duration_s).to_dict() for f in factors]
+        for m in TARGETS_PCT:
+            v = [x[m] for x in figs if x.get(m) is not None] if m != "capacity_rps" else []
+            if v:
+                out[(p.point, m)] = (min(v), max(v))
+    for name, (pt, _, _) in (state.get("capacity_measurements") or {}).items():
+        tw = point_twins.get(pt) or twin0
+        v = [state["capacity"][name]["requests_per_s"]] + [burst_capacity(_step_scaled(tw, f), _burst_sent(state, name))["requests_per_s"]
+                                                           for f in factors]
+        out[(pt, "capacity_rps")] = (min(v), max(v))
+    state["conditioning"] = out
+    cs = condition_summary(served_rows(state))
+    if cs is not None:
+        state["notes"].append(
+            f"conditioning: each judged figure predicted again with every step time ×{1 - d:g} … ×{1 + d:g} (the column "
+            f"'twin at ±{CONDITION_STEP_PCT:g} % step time'); a figure that moves past its target within that range is "
+            f"ill-conditioned: step times measured to ±{CONDITION_STEP_PCT:g} % cannot predict it to its target. "
+            f"Of the {cs.misses} judged figures outside target, {cs.ill_conditioned_misses} are ill-conditioned; of the "
+            f"{cs.well_conditioned_judged} well-conditioned judged figures, {cs.well_conditioned_met} are within target "
+            "(the verdict above counts every judged figure)")
+        say(state["notes"][-1])
+
+
 def _alive(eng: Any, proc: Any) -> None:
     """The engine must still be running; a crash mid-loop is an error with its log tail."""
     if proc is not None and proc.poll() is not None:
@@ -986,8 +1038,9 @@ def served_rows(state: dict[str, Any]) -> list[ServedComparison]:
         if m is not None and top.rate_fraction_of_capacity >= 1.0:
             rows.append(compare_capacity(mix, top.point, top.rate_per_s, top.rate_fraction_of_capacity,
                                          state["capacity"][mix]["requests_per_s"], m))
-    bands = state.get("bands") or {}
-    return [replace(r, band_lo=b[0], band_hi=b[1]) if (b := bands.get((r.point, r.metric))) else r for r in rows]
+    bands, cond = state.get("bands") or {}, state.get("conditioning") or {}
+    rows = [replace(r, band_lo=b[0], band_hi=b[1]) if (b := bands.get((r.point, r.metric))) else r for r in rows]
+    return [replace(r, cond_lo=c[0], cond_hi=c[1]) if (c := cond.get((r.point, r.metric))) else r for r in rows]
 
 
 def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: None) -> list[Any]:

@@ -319,3 +319,67 @@ def test_a_miss_within_the_single_windows_band_is_counted_as_host_drift():
     assert drift.within_band is True and model.within_band is False and row(0.6, 0.62).within_band is None
     assert band_summary([drift, model, hit]) == (2, 1, 1)
     assert band_summary([row(0.6, 0.9)]) is None
+
+
+def test_a_figure_that_leaves_its_target_within_two_percent_of_step_time_is_ill_conditioned():
+    from harness.loop.compare import ServedComparison, condition_summary
+
+    def row(pred, meas, lo=None, hi=None):
+        e = (pred - meas) / meas * 100
+        return ServedComparison("m", 0, 1.0, 0.5, "ttft_p50_s", pred, meas, e, True, False, 0.97, 10.0, abs(e) <= 10, "",
+                                cond_lo=lo, cond_hi=hi)
+
+    cliff = row(0.5, 0.27, lo=0.26, hi=1.1)  # a p50 at the edge between requests that found a slot and those that waited
+    steady = row(0.60, 0.80, lo=0.59, hi=0.61)  # a 2 % change moves it 2 %: a miss the step times must answer for
+    hit = row(0.60, 0.62, lo=0.59, hi=0.61)
+    assert cliff.ill_conditioned is True and steady.ill_conditioned is False and row(0.6, 0.6).ill_conditioned is None
+    cs = condition_summary([cliff, steady, hit])
+    assert (cs.misses, cs.ill_conditioned_misses, cs.well_conditioned_judged, cs.well_conditioned_met) == (2, 1, 2, 1)
+    assert condition_summary([row(0.6, 0.9)]) is None
+
+
+def test_conditioning_finds_the_cliff_at_a_saturated_slot_and_not_at_light_load():
+    """One slot, requests arriving exactly one service time apart: 2 % slower steps and the queue grows (TTFT p50 goes
+    from one prefill to seconds), 2 % faster and it never forms. At a tenth of that load the TTFT moves by ~2 %."""
+    from dataclasses import replace as dc_replace
+
+    from harness.loop.measure import ServedMeasurement
+    from harness.loop.report import ServedPoint
+    from harness.loop.run import LoopOptions, conditioning, served_rows
+    from harness.target.des import simulate
+    from harness.target.llama_server import LlamaServerSettings
+    from harness.target.step_times import RooflineStepTimes
+    from harness.target.twin import TwinSpec, predict_point, requests_from_rows
+    from harness.specs.models import ModelSpec
+    from types import SimpleNamespace
+
+    spec = ModelSpec(name="m", n_layers=18, hidden_size=640, n_heads=4, n_kv_heads=1, head_dim=256, intermediate_size=2048,
+                     vocab_size=262144, source="test", tie_word_embeddings=True)
+    twin = TwinSpec("llama.cpp", LlamaServerSettings(slots=1, ctx_size=4096), RooflineStepTimes(spec, 143e9, 10.6e9, 0.92, 2.0, "t"),
+                    "m", "test")
+    one = requests_from_rows([{"intended_s": 0.0, "prompt_tokens_target": 256, "max_tokens": 16}])
+    service_s = float(simulate(twin.make_scheduler, one).finished_s[0])
+    opts = LoopOptions(point_duration_s=60.0)
+    state = {"twin": twin, "served": [], "measurements": {}, "artifacts": {}, "notes": []}
+    for pt, gap in ((0, service_s), (1, 10 * service_s)):
+        n = int(60.0 / gap)
+        rows = [{"intended_s": i * gap, "prompt_tokens_target": 256, "max_tokens": 16} for i in range(n)]
+        state["artifacts"][pt] = SimpleNamespace(rows=rows)  # what the loop reads of a WorkloadArtifact
+        fig = predict_point(twin.make_scheduler, requests_from_rows(rows), rate_per_s=1 / gap, span_s=60.0).to_dict()
+        state["served"].append(ServedPoint("256/16", pt, 256, 16, 1 / gap, 0.99 if pt == 0 else 0.1, n, fig, None, 0.0))
+        state["measurements"][pt] = ServedMeasurement("256/16", 1 / gap, "", n, n, {}, 1 / gap, 16 / gap, fig["ttft_p50_s"],
+                                                      fig["ttft_p90_s"], fig["tpot_p50_s"], fig["e2e_p50_s"], None, 60.0, 0.97,
+                                                      256, 16)
+    conditioning(state, opts)
+    rows = {(r.point, r.metric): r for r in served_rows(state)}
+    sat, light = rows[(0, "ttft_p50_s")], rows[(1, "ttft_p50_s")]
+    assert sat.cond_lo <= sat.predicted <= sat.cond_hi and sat.ill_conditioned is True
+    assert sat.cond_hi > 2 * sat.cond_lo
+    assert light.ill_conditioned is False and light.cond_hi / light.cond_lo == pytest.approx(1.04, abs=0.01)
+    assert rows[(1, "tpot_p50_s")].ill_conditioned is False
+    assert any(n.startswith("conditioning:") for n in state["notes"])
+    # an engine without a step scale is left alone
+    state2 = {**state, "twin": dc_replace(twin, engine="vllm"), "notes": []}
+    state2.pop("conditioning")
+    conditioning(state2, opts)
+    assert "conditioning" not in state2 and not state2["notes"]

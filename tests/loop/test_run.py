@@ -345,6 +345,15 @@ def test_stage_windows_predict_each_point_from_the_median_of_every_window(tmp_pa
     assert "### Stage windows" in md and "verdict with window 1 alone" in md and "| spread" in md
     assert "single windows' predictions" in md and any(n.startswith("host drift against model error") for n in r.notes)
     assert any(n.startswith("stage windows: 4 measurements") for n in r.notes)
+    # every judged figure's conditioning, from the twin that predicted it: TPOT follows the step time, ±2 % about
+    judged = [c for c in r.served_comparisons if c.metric in ("ttft_p50_s", "tpot_p50_s")]
+    seen = [(c.point, c.metric, c.predicted, c.cond_lo, c.cond_hi) for c in judged]
+    assert judged and all(c.cond_lo is not None and c.cond_lo <= c.predicted * (1 + 1e-9) and c.cond_hi >= c.predicted * (1 - 1e-9)
+                          for c in judged), seen
+    light = [c for c in tp if c.rate_fraction_of_capacity < 1]  # past capacity the batch mix moves with the queue too
+    assert light and all(c.cond_hi / c.cond_lo == pytest.approx(1.04, abs=0.015) for c in light), seen
+    assert "twin at ±2 % step time" in md  # the stand-in's points are contended, so nothing is judged: no summary line
+    assert "- conditioning: of the" not in md and not any(n.startswith("conditioning:") for n in r.notes)
 
 
 def test_stage_windows_flag_is_checked():
