@@ -109,6 +109,8 @@ class ServedComparison:
     band_hi: float | None = None  # (harness.loop.windows): how far the host's own drift moves the prediction
     cond_lo: float | None = None  # the lowest and highest prediction of the same twin with every step time
     cond_hi: float | None = None  # x (1 -/+ CONDITION_STEP_PCT %): how sensitive the figure is to the step times
+    speed_scale: float | None = None  # the step-time factor fitted on the point's own requests' E2E (harness.loop.speed)
+    at_speed: float | None = None  # the same twin's figure at that factor: a diagnostic, not held out, never judged
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,6 +122,15 @@ class ServedComparison:
             return None
         lo, hi = self.band_lo / (1 + self.target_pct / 100.0), self.band_hi / (1 - self.target_pct / 100.0)
         return bool(lo <= self.measured <= hi)
+
+    @property
+    def met_at_speed(self) -> bool | None:
+        """The twin at the point's own fitted speed is within target of the measurement (None: not fitted, no target, or
+        nothing measured). Not held out: the speed comes from the point's requests; it says how much of a miss the
+        host's speed during the point explains, and the verdict never counts it."""
+        if self.at_speed is None or self.measured is None or not self.measured or self.target_pct is None:
+            return None
+        return bool(abs(self.at_speed / self.measured - 1) * 100.0 <= self.target_pct)
 
     @property
     def ill_conditioned(self) -> bool | None:
@@ -260,6 +271,32 @@ def condition_summary(rows: list[ServedComparison]) -> ConditionSummary | None:
     well = [r for r in judged if not r.ill_conditioned]
     return ConditionSummary(sum(1 for r in judged if not r.met), sum(1 for r in judged if not r.met and r.ill_conditioned),
                             len(well), sum(1 for r in well if r.met))
+
+
+@dataclass(frozen=True)
+class SpeedSummary:
+    """The judged figures against the twin at each point's own fitted speed (ServedComparison.met_at_speed)."""
+
+    judged: int  # judged figures with a fitted speed
+    met_at_speed: int  # of them, within target at their point's own speed
+    misses: int  # of them, outside target as predicted
+    misses_met_at_speed: int  # of the misses, within target at their point's own speed: the host's speed explains them
+    scale_lo: float  # the fitted factors' range over those points
+    scale_hi: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def speed_summary(rows: list[ServedComparison]) -> SpeedSummary | None:
+    """None when no judged row has a fitted speed."""
+    judged = [r for r in rows if r.met is not None and r.met_at_speed is not None and r.speed_scale is not None]
+    if not judged:
+        return None
+    miss = [r for r in judged if not r.met]
+    scales = [r.speed_scale for r in judged]
+    return SpeedSummary(len(judged), sum(1 for r in judged if r.met_at_speed), len(miss), sum(1 for r in miss if r.met_at_speed),
+                        min(scales), max(scales))
 
 
 def served_verdict(rows: list[ServedComparison]) -> Verdict:

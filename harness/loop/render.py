@@ -6,7 +6,7 @@ import math
 import statistics
 from typing import Any
 
-from harness.loop.compare import CONDITION_STEP_PCT, _is_time, band_summary, condition_summary, repeat_spread_pct
+from harness.loop.compare import CONDITION_STEP_PCT, _is_time, band_summary, condition_summary, repeat_spread_pct, speed_summary
 from harness.loop.report import LoopReport
 from harness.units import fmt_ms, fmt_num
 
@@ -176,6 +176,13 @@ def _cond(c: Any) -> str:
     return f"{_v(c.metric, c.cond_lo)} – {_v(c.metric, c.cond_hi)}" + (" ill-conditioned" if c.ill_conditioned else "")
 
 
+def _speed(c: Any) -> str:
+    if c.at_speed is None or c.speed_scale is None:
+        return "—"
+    ok = c.met_at_speed
+    return f"×{c.speed_scale:.3f}: {_v(c.metric, c.at_speed)}" + ("" if ok is None else " ✓" if ok else " ✗")
+
+
 def _served(r: LoopReport) -> list[str]:
     """The served-load tables: capacity per mix, then every point's predicted vs measured figures."""
     if not r.served:
@@ -201,10 +208,13 @@ def _served(r: LoopReport) -> list[str]:
             f"{mix}: {c['requests_per_s']:.3f} req/s = {c['output_tokens_per_s']:.1f} output tokens/s" for mix, c in r.capacity.items()), ""]
     banded = any(c.band_lo is not None for c in r.served_comparisons)
     conditioned = any(c.cond_lo is not None for c in r.served_comparisons)
+    sped = any(c.at_speed is not None for c in r.served_comparisons)
     lines += ["| mix | rate | × capacity | n | held-out | metric | predicted | measured | error | target | "
               + ("single windows' predictions (measured within target of them?) | " if banded else "")
-              + (f"twin at ±{CONDITION_STEP_PCT:g} % step time | " if conditioned else "") + "engine CPU share |",
-              "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if banded else "") + ("---|" if conditioned else "") + "---|"]
+              + (f"twin at ±{CONDITION_STEP_PCT:g} % step time | " if conditioned else "")
+              + ("twin at the point's own speed (diagnostic, not held out) | " if sped else "") + "engine CPU share |",
+              "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if banded else "") + ("---|" if conditioned else "")
+              + ("---|" if sped else "") + "---|"]
     n_by = {(p.mix, p.point): p.requests for p in r.served}
     for c in r.served_comparisons:
         err = "—" if c.error_pct is None else f"{c.error_pct:+.1f}%"
@@ -217,7 +227,8 @@ def _served(r: LoopReport) -> list[str]:
         lines.append(f"| {c.mix} | {rate} | {frac} | {n or '—'} | "
                      f"{'yes' if c.held_out else 'no (fit)'} | {c.metric} | {_v(c.metric, c.predicted)} | {_v(c.metric, c.measured)} | "
                      f"{err} | {tgt} | " + (f"{_band(c)} | " if banded else "")
-                     + (f"{_cond(c) if c.target_pct is not None else '—'} | " if conditioned else "") + f"{share} |")
+                     + (f"{_cond(c) if c.target_pct is not None else '—'} | " if conditioned else "")
+                     + (f"{_speed(c) if c.target_pct is not None else '—'} | " if sped else "") + f"{share} |")
     seen: set[tuple[str, int]] = set()
     for c in r.served_comparisons:
         if not c.note or (c.mix, c.point) in seen:
@@ -245,5 +256,11 @@ def _served(r: LoopReport) -> list[str]:
             lines += [f"- conditioning: of the {cs.misses} outside target, {cs.ill_conditioned_misses} are ill-conditioned (±{CONDITION_STEP_PCT:g} % "
                       f"of every step time moves the twin's own prediction past the target); the well-conditioned judged figures: "
                       f"{cs.well_conditioned_met} of {cs.well_conditioned_judged} within target"]
+        ss = speed_summary(list(r.served_comparisons))
+        if ss is not None:
+            lines += [f"- host speed (a diagnostic, not held out): with each point's own speed fitted on its requests' E2E "
+                      f"(×{ss.scale_lo:.3f} … ×{ss.scale_hi:.3f}), {ss.met_at_speed} of {ss.judged} judged figures would be "
+                      f"within target; of the {ss.misses} outside, {ss.misses_met_at_speed} are explained by the host's speed "
+                      f"during their point, {ss.misses - ss.misses_met_at_speed} by no single speed"]
     return lines
 

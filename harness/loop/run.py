@@ -26,12 +26,13 @@ from typing import Any, Callable, Sequence
 from harness.errors import HarnessError
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
 from harness.loop.compare import (CONDITION_STEP_PCT, TARGETS_PCT, ServedComparison, band_summary, compare, compare_capacity,
-                                  compare_capacity_burst, compare_served, condition_summary, served_verdict)
+                                  compare_capacity_burst, compare_served, condition_summary, served_verdict, speed_summary)
 from harness.loop.measure import (PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, ServedMeasurement, combine_repeats, completion_body,
                                   fit_prompts, measure_decode, measure_prefill, measure_prompt_saves, measure_prompts,
                                   measure_served, settle_slots, token_prompt)
 from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
+from harness.loop.speed import SPEED_SCALE_BOUNDS, fit_speed, step_scaled
 from harness.loop.windows import WINDOW_MODES, StageWindow, combine, summarise, window_checks, window_points, windows_for
 
 DEFAULT_MIXES = ((512, 64), (128, 256))
@@ -335,6 +336,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
         if len(state.get("windows") or ()) > 1:  # the engine is stopped: every point re-predicted from its windows
             windowed_predictions(state, opts, writer, say)
         conditioning(state, opts, say)
+        host_speed(state, opts, say)
     except (HarnessError, KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - keep the partial run, then re-raise
         err = f"{type(exc).__name__}: {exc}" if not isinstance(exc, HarnessError) else str(exc)
         eng_proc = state.get("engine_died")
@@ -949,9 +951,6 @@ def windowed_predictions(state: dict[str, Any], opts: LoopOptions, writer: Any, 
                                           for p in by_mode[mode][0] if p.point in by_mode[mode][2]])
 
 
-def _step_scaled(twin: Any, factor: float) -> Any:
-    """The twin with every iteration's time × `factor` (on top of any scale it already has)."""
-    return replace(twin, settings=replace(twin.settings, step_scale=twin.settings.step_scale * factor))
 
 
 def conditioning(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lambda m: None) -> None:
@@ -976,7 +975,7 @@ def conditioning(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lam
             continue
         tw = point_twins.get(p.point) or scaled_twin(twin0, p.step_scale if p.step_scale != 1.0 else None)
         reqs = requests_from_rows(arts[p.point].rows)
-        figs = [p.predicted] + [predict_point(_step_scaled(tw, f).make_scheduler, reqs, rate_per_s=p.rate_per_s,
+        figs = [p.predicted] + [predict_point(step_scaled(tw, f).make_scheduler, reqs, rate_per_s=p.rate_per_s,
                                               span_s=opts.duration_s).to_dict() for f in factors]
         for m in TARGETS_PCT:
             v = [x[m] for x in figs if x.get(m) is not None] if m != "capacity_rps" else []
@@ -984,7 +983,7 @@ def conditioning(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lam
                 out[(p.point, m)] = (min(v), max(v))
     for name, (pt, _, _) in (state.get("capacity_measurements") or {}).items():
         tw = point_twins.get(pt) or twin0
-        v = [state["capacity"][name]["requests_per_s"]] + [burst_capacity(_step_scaled(tw, f), _burst_sent(state, name))["requests_per_s"]
+        v = [state["capacity"][name]["requests_per_s"]] + [burst_capacity(step_scaled(tw, f), _burst_sent(state, name))["requests_per_s"]
                                                            for f in factors]
         out[(pt, "capacity_rps")] = (min(v), max(v))
     state["conditioning"] = out
@@ -997,6 +996,75 @@ def conditioning(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lam
             f"Of the {cs.misses} judged figures outside target, {cs.ill_conditioned_misses} are ill-conditioned; of the "
             f"{cs.well_conditioned_judged} well-conditioned judged figures, {cs.well_conditioned_met} are within target "
             "(the verdict above counts every judged figure)")
+        say(state["notes"][-1])
+
+
+def host_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lambda m: None) -> None:
+    """The host's speed during each measured point and capacity burst, fitted on its own requests (harness.loop.speed):
+    the twin that predicted it, with every step time × the factor at which its E2E matches the measured E2E in the
+    median, gives each judged figure again (state["speed"] → ServedComparison.speed_scale / at_speed), and a note says
+    how many misses that speed explains. Not held out, so never in the prediction or the verdict; a diagnostic: a
+    failure is a note, never fails the run. llama.cpp twins only (the others have no step scale)."""
+    from harness.loop.predict import burst_capacity  # noqa: PLC0415
+    from harness.store import Run  # noqa: PLC0415
+    from harness.target.twin import predict_point, requests_from_rows  # noqa: PLC0415
+
+    twin0 = state.get("twin")
+    if twin0 is None or twin0.engine != "llama.cpp" or not (state.get("measurements") or state.get("capacity_measurements")):
+        return
+
+    def measured_e2e(ms: Sequence[Any]) -> list[tuple[int, float]]:
+        out = []
+        for m in ms:
+            if m is None or not m.run_dir:
+                continue
+            df = Run(m.run_dir).table("requests")
+            ok = df[(df["error_class"] == "ok") & df["e2e_s"].notna()]
+            out += [(int(i), float(e)) for i, e in zip(ok["request_index"], ok["e2e_s"])]
+        return out
+
+    point_twins, arts, reps = state.get("point_twins") or {}, state.get("artifacts") or {}, state.get("repeats") or {}
+    speed: dict[tuple[int, str], tuple[float, float]] = {}
+    clamped: list[int] = []
+    try:
+        for p in state["served"]:
+            m = state["measurements"].get(p.point)
+            if m is None or p.point not in arts:
+                continue
+            tw = point_twins.get(p.point) or scaled_twin(twin0, p.step_scale if p.step_scale != 1.0 else None)
+            reqs = requests_from_rows(arts[p.point].rows)
+            fit = fit_speed(tw, reqs, measured_e2e(reps.get(p.point) or [m]))
+            if fit is None:
+                continue
+            figs = predict_point(step_scaled(tw, fit[0]).make_scheduler, reqs, rate_per_s=p.rate_per_s,
+                                 span_s=opts.duration_s).to_dict()
+            speed.update({(p.point, k): (fit[0], figs[k]) for k in TARGETS_PCT if figs.get(k) is not None})
+            clamped += [p.point] if fit[1] else []
+        for name, (pt, _, m) in (state.get("capacity_measurements") or {}).items():
+            tw, sent = point_twins.get(pt) or twin0, _burst_sent(state, name)
+            fit = fit_speed(tw, requests_from_rows(sent.rows), measured_e2e([m]))
+            if fit is not None:
+                speed[(pt, "capacity_rps")] = (fit[0], burst_capacity(step_scaled(tw, fit[0]), sent)["requests_per_s"])
+                clamped += [pt] if fit[1] else []
+    except Exception as exc:  # noqa: BLE001 - a diagnostic must not fail the run it describes
+        note = f"host speed per point not fitted ({type(exc).__name__}: {exc})"
+        state["notes"].append(note)
+        say(note)
+        return
+    state["speed"] = speed
+    ss = speed_summary(served_rows(state))
+    if ss is not None:
+        lo, hi = SPEED_SCALE_BOUNDS
+        state["notes"].append(
+            f"host speed per point (a diagnostic, not held out): the twin that predicted each point simulated again with "
+            f"every step time × the factor at which its E2E matches the point's measured E2E in the median (the column "
+            f"'twin at the point's own speed'); the factors ranged ×{ss.scale_lo:.3f} … ×{ss.scale_hi:.3f}"
+            + (f" ({len(clamped)} at the search's bound ×{lo:g} / ×{hi:g})" if clamped else "")
+            + f". At their point's own speed {ss.met_at_speed} of {ss.judged} judged figures are within target; of the "
+              f"{ss.misses} outside target as predicted, {ss.misses_met_at_speed} are within it there (the host's speed during "
+              "the point explains them) and "
+              f"{ss.misses - ss.misses_met_at_speed} are not (no single speed does: prefill and decode moved apart, a "
+              "scheduling cliff, or a wrong term)")
         say(state["notes"][-1])
 
 
@@ -1040,7 +1108,9 @@ def served_rows(state: dict[str, Any]) -> list[ServedComparison]:
                                          state["capacity"][mix]["requests_per_s"], m))
     bands, cond = state.get("bands") or {}, state.get("conditioning") or {}
     rows = [replace(r, band_lo=b[0], band_hi=b[1]) if (b := bands.get((r.point, r.metric))) else r for r in rows]
-    return [replace(r, cond_lo=c[0], cond_hi=c[1]) if (c := cond.get((r.point, r.metric))) else r for r in rows]
+    rows = [replace(r, cond_lo=c[0], cond_hi=c[1]) if (c := cond.get((r.point, r.metric))) else r for r in rows]
+    speed = state.get("speed") or {}
+    return [replace(r, speed_scale=v[0], at_speed=v[1]) if (v := speed.get((r.point, r.metric))) else r for r in rows]
 
 
 def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: None) -> list[Any]:

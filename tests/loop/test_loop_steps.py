@@ -383,3 +383,113 @@ def test_conditioning_finds_the_cliff_at_a_saturated_slot_and_not_at_light_load(
     state2.pop("conditioning")
     conditioning(state2, opts)
     assert "conditioning" not in state2 and not state2["notes"]
+
+
+def _light_twin(slots: int = 2):
+    from harness.specs.models import ModelSpec
+    from harness.target.llama_server import LlamaServerSettings
+    from harness.target.step_times import RooflineStepTimes
+    from harness.target.twin import TwinSpec
+
+    spec = ModelSpec(name="m", n_layers=18, hidden_size=640, n_heads=4, n_kv_heads=1, head_dim=256, intermediate_size=2048,
+                     vocab_size=262144, source="test", tie_word_embeddings=True)
+    return TwinSpec("llama.cpp", LlamaServerSettings(slots=slots, ctx_size=4096), RooflineStepTimes(spec, 143e9, 10.6e9, 0.92, 2.0, "t"),
+                    "m", "test")
+
+
+def _poisson_rows(n: int, gap_s: float, prompt: int = 256, out: int = 32, seed: int = 3) -> list[dict]:
+    import random
+
+    rng, t, rows = random.Random(seed), 0.0, []
+    for _ in range(n):
+        rows.append({"intended_s": t, "prompt_tokens_target": prompt, "max_tokens": out})
+        t += rng.expovariate(1 / gap_s)
+    return rows
+
+
+def test_fit_speed_recovers_the_step_time_factor_a_point_ran_at():
+    """The 'measured' E2E of every request is the twin's own at 1.25x step time: the fit finds 1.25; a host 3x slower
+    than the twin lies past the search's bound (clamped at 2); no requests: None."""
+    from harness.loop.speed import SPEED_SCALE_BOUNDS, fit_speed, step_scaled
+    from harness.target.des import simulate
+    from harness.target.twin import requests_from_rows
+
+    twin = _light_twin()
+    reqs = requests_from_rows(_poisson_rows(30, 1.5))
+
+    def e2e_at(f: float) -> list[tuple[int, float]]:
+        sim = simulate(step_scaled(twin, f).make_scheduler, reqs)
+        return [(i, float(x)) for i, x in enumerate(sim.finished_s - sim.arrival_s)]
+
+    s, clamped = fit_speed(twin, reqs, e2e_at(1.25))
+    assert s == pytest.approx(1.25, rel=2e-3) and clamped is False
+    assert fit_speed(twin, reqs, e2e_at(0.8)) == pytest.approx((0.8, False), rel=2e-3)
+    assert fit_speed(twin, reqs, e2e_at(3.0)) == (SPEED_SCALE_BOUNDS[1], True)
+    assert fit_speed(twin, reqs, []) is None
+    assert step_scaled(step_scaled(twin, 1.1), 2.0).settings.step_scale == pytest.approx(2.2)
+
+
+def test_host_speed_says_which_misses_the_hosts_speed_during_the_point_explains(monkeypatch):
+    """The engine ran 30 % slower than the twin that predicted the point: its TPOT p50 misses by about -23 %; the twin at
+    the point's own fitted speed (x1.3) meets it, and the summary counts that miss as explained by the host's speed.
+    A diagnostic: the prediction and the verdict stay as they were."""
+    import harness.store as store
+    import pandas as pd
+    from types import SimpleNamespace
+
+    from harness.loop.measure import ServedMeasurement
+    from harness.loop.report import ServedPoint
+    from harness.loop.run import LoopOptions, host_speed, served_rows
+    from harness.loop.speed import step_scaled
+    from harness.loop.compare import served_verdict, speed_summary
+    from harness.target.des import simulate
+    from harness.target.twin import predict_point, requests_from_rows
+
+    twin = _light_twin()
+    rows = _poisson_rows(40, 1.5)
+    reqs = requests_from_rows(rows)
+    pred = predict_point(twin.make_scheduler, reqs, rate_per_s=1 / 1.5, span_s=60.0).to_dict()
+    slow = predict_point(step_scaled(twin, 1.3).make_scheduler, reqs, rate_per_s=1 / 1.5, span_s=60.0).to_dict()
+    sim = simulate(step_scaled(twin, 1.3).make_scheduler, reqs)
+    table = pd.DataFrame({"request_index": range(len(rows)), "error_class": "ok", "e2e_s": sim.finished_s - sim.arrival_s})
+    monkeypatch.setattr(store, "Run", lambda d: SimpleNamespace(table=lambda name: table))
+    state = {"twin": twin, "served": [ServedPoint("256/32", 0, 256, 32, 1 / 1.5, 0.5, len(rows), pred, None, 0.0)],
+             "measurements": {0: ServedMeasurement("256/32", 1 / 1.5, "run", len(rows), len(rows), {}, 1 / 1.5, 32 / 1.5,
+                                                   slow["ttft_p50_s"], slow["ttft_p90_s"], slow["tpot_p50_s"], slow["e2e_p50_s"],
+                                                   None, 60.0, 0.97, 256, 32)},
+             "artifacts": {0: SimpleNamespace(rows=rows)}, "notes": []}
+    before = served_rows(state)
+    host_speed(state, LoopOptions(point_duration_s=60.0))
+    after = {r.metric: r for r in served_rows(state)}
+    tpot = after["tpot_p50_s"]
+    assert tpot.met is False and tpot.error_pct == pytest.approx(100 * (pred["tpot_p50_s"] / slow["tpot_p50_s"] - 1))
+    assert tpot.speed_scale == pytest.approx(1.3, rel=5e-3) and tpot.at_speed == pytest.approx(slow["tpot_p50_s"], rel=0.02)
+    assert tpot.met_at_speed is True and after["ttft_p50_s"].met_at_speed is True
+    assert after["ttft_p90_s"].at_speed is None or after["ttft_p90_s"].met_at_speed is None  # no target, not judged
+    ss = speed_summary(list(after.values()))
+    assert ss.misses >= 1 and ss.misses_met_at_speed == ss.misses and ss.scale_lo == ss.scale_hi == tpot.speed_scale
+    assert served_verdict(before) == served_verdict(list(after.values()))  # the verdict is unchanged
+    assert [(r.metric, r.predicted) for r in before] == [(r.metric, r.predicted) for r in after.values()]
+    assert any(n.startswith("host speed per point (a diagnostic, not held out)") for n in state["notes"])
+
+
+def test_host_speed_is_a_diagnostic_a_failure_is_a_note(monkeypatch):
+    import harness.store as store
+    from types import SimpleNamespace
+
+    from harness.loop.measure import ServedMeasurement
+    from harness.loop.report import ServedPoint
+    from harness.loop.run import LoopOptions, host_speed
+
+    def broken(d):
+        raise OSError(f"no such run: {d}")
+
+    monkeypatch.setattr(store, "Run", broken)
+    rows = _poisson_rows(5, 2.0)
+    fig = {"ttft_p50_s": 0.1, "ttft_p90_s": 0.2, "tpot_p50_s": 0.01, "e2e_p50_s": 0.5}
+    state = {"twin": _light_twin(), "served": [ServedPoint("256/32", 0, 256, 32, 0.5, 0.5, 5, fig, None, 0.0)],
+             "measurements": {0: ServedMeasurement("256/32", 0.5, "gone", 5, 5, {}, 0.5, 16, 0.1, 0.2, 0.01, 0.5, None, 10.0,
+                                                   0.97, 256, 32)},
+             "artifacts": {0: SimpleNamespace(rows=rows)}, "notes": []}
+    host_speed(state, LoopOptions(point_duration_s=10.0))
+    assert "speed" not in state and state["notes"] == ["host speed per point not fitted (OSError: no such run: gone)"]

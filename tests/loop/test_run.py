@@ -354,6 +354,16 @@ def test_stage_windows_predict_each_point_from_the_median_of_every_window(tmp_pa
     assert light and all(c.cond_hi / c.cond_lo == pytest.approx(1.04, abs=0.015) for c in light), seen
     assert "twin at ±2 % step time" in md  # the stand-in's points are contended, so nothing is judged: no summary line
     assert "- conditioning: of the" not in md and not any(n.startswith("conditioning:") for n in r.notes)
+    # the host's speed during each point, fitted on its own requests' E2E (a diagnostic, not held out): the points below
+    # capacity ran at 4 ms steps and the prediction assumed the windows' median, 6 ms, so their factor is about 2/3, and
+    # the twin at that speed gives the TPOT the stand-in served; the prediction itself is unchanged
+    sp = [(c.point, c.metric, c.speed_scale, c.at_speed, c.measured) for c in judged]
+    assert all(c.speed_scale is not None and c.met_at_speed is not None for c in judged), sp
+    assert light and all(c.speed_scale == pytest.approx(2 / 3, abs=0.04) and c.at_speed == pytest.approx(c.measured, rel=0.06)
+                         for c in light), sp
+    assert "twin at the point's own speed (diagnostic, not held out)" in md and "- host speed (a diagnostic" not in md
+    run_rows = run.table("loop_served_comparison")
+    assert {"speed_scale", "at_speed"} <= set(run_rows.columns) and run_rows["speed_scale"].notna().any()
 
 
 def test_stage_windows_flag_is_checked():
