@@ -951,6 +951,26 @@ def windowed_predictions(state: dict[str, Any], opts: LoopOptions, writer: Any, 
                                           for p in by_mode[mode][0] if p.point in by_mode[mode][2]])
 
 
+def _point_twin(state: dict[str, Any], p: ServedPoint) -> Any:
+    """The twin that predicted served point `p`: its stage windows' twin, else the base twin at the point's probe scale."""
+    return (state.get("point_twins") or {}).get(p.point) or scaled_twin(state["twin"], p.step_scale if p.step_scale != 1.0 else None)
+
+
+def _burst_twin(state: dict[str, Any], point: int) -> Any:
+    """The twin that predicted the capacity burst measured as `point`."""
+    return (state.get("point_twins") or {}).get(point) or state["twin"]
+
+
+def _ok_requests(state: dict[str, Any], run_dir: str) -> Any:
+    """The completed requests of one load run (its `requests` table, error_class ok), read once per loop: the host-speed
+    fit and the served-steps reconstruction both use them."""
+    from harness.store import Run  # noqa: PLC0415
+
+    cache = state.setdefault("ok_requests", {})
+    if run_dir not in cache:
+        df = Run(run_dir).table("requests")
+        cache[run_dir] = df[df["error_class"] == "ok"]
+    return cache[run_dir]
 
 
 def conditioning(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lambda m: None) -> None:
@@ -968,12 +988,12 @@ def conditioning(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lam
         return
     d = CONDITION_STEP_PCT / 100.0
     factors = (1 - d, 1 - d / 2, 1 + d / 2, 1 + d)
-    point_twins, arts = state.get("point_twins") or {}, state.get("artifacts") or {}
+    arts = state.get("artifacts") or {}
     out: dict[tuple[int, str], tuple[float, float]] = {}
     for p in state["served"]:
         if p.point not in state["measurements"] or p.point not in arts:
             continue
-        tw = point_twins.get(p.point) or scaled_twin(twin0, p.step_scale if p.step_scale != 1.0 else None)
+        tw = _point_twin(state, p)
         reqs = requests_from_rows(arts[p.point].rows)
         figs = [p.predicted] + [predict_point(step_scaled(tw, f).make_scheduler, reqs, rate_per_s=p.rate_per_s,
                                               span_s=opts.duration_s).to_dict() for f in factors]
@@ -982,7 +1002,7 @@ def conditioning(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lam
             if v:
                 out[(p.point, m)] = (min(v), max(v))
     for name, (pt, _, _) in (state.get("capacity_measurements") or {}).items():
-        tw = point_twins.get(pt) or twin0
+        tw = _burst_twin(state, pt)
         v = [state["capacity"][name]["requests_per_s"]] + [burst_capacity(step_scaled(tw, f), _burst_sent(state, name))["requests_per_s"]
                                                            for f in factors]
         out[(pt, "capacity_rps")] = (min(v), max(v))
@@ -1006,7 +1026,6 @@ def host_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lambd
     how many misses that speed explains. Not held out, so never in the prediction or the verdict; a diagnostic: a
     failure is a note, never fails the run. llama.cpp twins only (the others have no step scale)."""
     from harness.loop.predict import burst_capacity  # noqa: PLC0415
-    from harness.store import Run  # noqa: PLC0415
     from harness.target.twin import predict_point, requests_from_rows  # noqa: PLC0415
 
     twin0 = state.get("twin")
@@ -1018,12 +1037,12 @@ def host_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lambd
         for m in ms:
             if m is None or not m.run_dir:
                 continue
-            df = Run(m.run_dir).table("requests")
-            ok = df[(df["error_class"] == "ok") & df["e2e_s"].notna()]
+            ok = _ok_requests(state, m.run_dir)
+            ok = ok[ok["e2e_s"].notna()]
             out += [(int(i), float(e)) for i, e in zip(ok["request_index"], ok["e2e_s"])]
         return out
 
-    point_twins, arts, reps = state.get("point_twins") or {}, state.get("artifacts") or {}, state.get("repeats") or {}
+    arts, reps = state.get("artifacts") or {}, state.get("repeats") or {}
     speed: dict[tuple[int, str], tuple[float, float]] = {}
     clamped: list[int] = []
     try:
@@ -1031,7 +1050,7 @@ def host_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lambd
             m = state["measurements"].get(p.point)
             if m is None or p.point not in arts:
                 continue
-            tw = point_twins.get(p.point) or scaled_twin(twin0, p.step_scale if p.step_scale != 1.0 else None)
+            tw = _point_twin(state, p)
             reqs = requests_from_rows(arts[p.point].rows)
             fit = fit_speed(tw, reqs, measured_e2e(reps.get(p.point) or [m]))
             if fit is None:
@@ -1041,7 +1060,7 @@ def host_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lambd
             speed.update({(p.point, k): (fit[0], figs[k]) for k in TARGETS_PCT if figs.get(k) is not None})
             clamped += [p.point] if fit[1] else []
         for name, (pt, _, m) in (state.get("capacity_measurements") or {}).items():
-            tw, sent = point_twins.get(pt) or twin0, _burst_sent(state, name)
+            tw, sent = _burst_twin(state, pt), _burst_sent(state, name)
             fit = fit_speed(tw, requests_from_rows(sent.rows), measured_e2e([m]))
             if fit is not None:
                 speed[(pt, "capacity_rps")] = (fit[0], burst_capacity(step_scaled(tw, fit[0]), sent)["requests_per_s"])
@@ -1118,7 +1137,6 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
     the twin's, reconstructed the same way from its simulation of the same requests (harness.loop.iterations). A
     diagnostic: a failure here is reported as a note, never fails the run."""
     from harness.loop.iterations import compare_steps, reconstruct, step_stability  # noqa: PLC0415
-    from harness.store import Run  # noqa: PLC0415
     from harness.target.des import simulate  # noqa: PLC0415
     from harness.target.twin import requests_from_rows  # noqa: PLC0415
 
@@ -1137,8 +1155,7 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
         for pt, mix, art, m in items:
             if m is None or art is None or not m.run_dir:
                 continue
-            df = Run(m.run_dir).table("requests")
-            ok = df[df["error_class"] == "ok"]
+            ok = _ok_requests(state, m.run_dir)
             if not len(ok):
                 continue
             total += len(ok)

@@ -7,8 +7,8 @@ little; the judged figures (TTFT p50, TPOT p50) are then read from the twin at t
 at its point's own speed missed because of how fast the host ran during the point (and what the stage windows made
 of that); one still outside missed for a reason no single speed fixes: prefill and decode drifting apart, a
 scheduling cliff, or a wrong term of the twin. The fit uses the point's own measurements, so it is not held out: it
-never enters the prediction or the verdict (docs/loop-cpu.md, "2026-12-02 early afternoon": over six loops the twin
-at each point's own speed met 70 of 96 point figures, the loop's held-out prediction 37)."""
+never enters the prediction or the verdict (docs/loop-cpu.md, "2026-12-02 early afternoon": over six stored loops,
+window 1's twin at each point's own speed met 70 of 96 point figures, the loop's held-out prediction 37)."""
 
 from __future__ import annotations
 
