@@ -12,7 +12,7 @@ import http.client
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
 from harness.errors import HarnessError
@@ -133,8 +133,10 @@ def _text_of(choice: dict[str, Any]) -> str:
     return choice.get("text") or ""
 
 
-def stream(url: str, body: dict[str, Any], timeout_s: float = 300.0) -> StreamResult:
-    """POST `body` with stream=true to an OpenAI-compatible endpoint and time every chunk."""
+def stream(url: str, body: dict[str, Any], timeout_s: float = 300.0,
+           on_content: Callable[[float], None] | None = None) -> StreamResult:
+    """POST `body` with stream=true to an OpenAI-compatible endpoint and time every chunk; `on_content(seconds since
+    send)` is called as each chunk with generated text arrives (e.g. to send another request once this one decodes)."""
     body = {**body, "stream": True}
     body.setdefault("stream_options", {"include_usage": True})
     conn, path = _connection(url, timeout_s)
@@ -173,6 +175,8 @@ def stream(url: str, body: dict[str, Any], timeout_s: float = 300.0) -> StreamRe
                 if piece:
                     parts.append(piece)
                     times.append(now)
+                    if on_content is not None:
+                        on_content(now)
                 if ch.get("finish_reason"):
                     finish = ch["finish_reason"]
         e2e = time.perf_counter() - t0

@@ -39,6 +39,7 @@ class RequestCheck:
     e2e_s: float
     error: str | None
     window: int = 0  # the stage window it was measured in (harness.loop.windows; 0: before the served points)
+    sent_after_s: float | None = None  # mixed prompts: sent this long after the decode request it joined was sent
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -139,6 +140,62 @@ def measure_prompts(endpoint: str, model: str, lengths: Sequence[int], vocab: in
             if s.status != 200 or s.error:
                 raise HarnessError(f"isolated {n}-token prompt request failed (HTTP {s.status}): {s.error}")
             checks.append(_check("prompt", rep, s))
+    return checks
+
+
+MIXED_DECODE_SLOT, MIXED_PROMPT_SLOT = 0, 1  # consecutive slots: llama_decode's equal split batches them together
+
+
+def measure_mixed_prompts(endpoint: str, model: str, cases: Sequence[tuple[int, int]], vocab: int, reps: int,
+                          decode_prompt_tokens: int) -> list[RequestCheck]:
+    """Prompts sent while another slot decodes (LlamaServerSettings.mixed_correction_by_tokens_s): per (prompt tokens P,
+    decode output tokens N) case and rep, a request of `decode_prompt_tokens` tokens generating N in slot
+    MIXED_DECODE_SLOT (phase "mixeddecode@P"), and, as soon as its first token has streamed, a P-token prompt with one
+    output token in slot MIXED_PROMPT_SLOT (phase "mixed@P", `sent_after_s` after the decode's send). The engine's own
+    prompt time of the P-token request is what the correction is solved against; N must keep the decode generating
+    until the prompt is done (the caller sizes it from the window's own prompt and step times). A prompt that finished
+    after the decode did carries an error and is not used."""
+    import threading  # noqa: PLC0415
+
+    checks: list[RequestCheck] = []
+    for p, n in cases:
+        for rep in range(reps):
+            started, box = threading.Event(), {}
+
+            def decode(p: int = p, n: int = n, rep: int = rep) -> None:
+                body = {**completion_body(model, token_prompt(decode_prompt_tokens, 9100 + 37 * rep + p, vocab), n),
+                        "id_slot": MIXED_DECODE_SLOT}
+                box["t0"] = time.perf_counter()
+                try:
+                    box["s"] = http.stream(endpoint + "/v1/completions", body, on_content=lambda _t: started.set())
+                except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                    box["exc"] = exc
+                started.set()
+
+            th = threading.Thread(target=decode, daemon=True)
+            th.start()
+            started.wait(timeout=600)
+            if "exc" in box:
+                th.join()
+                raise box["exc"]
+            if "s" in box and not box["s"].chunk_times_s:  # the decode ended before it streamed a token
+                raise HarnessError(f"the decode request of the mixed-prompt measurement (P = {p}) streamed no token "
+                                   f"(HTTP {box['s'].status}): {box['s'].error}")
+            t_send = time.perf_counter()
+            s = http.stream(endpoint + "/v1/completions",
+                            {**completion_body(model, token_prompt(int(p), 9200 + 41 * rep + p, vocab), 1), "id_slot": MIXED_PROMPT_SLOT})
+            t_done = time.perf_counter()
+            th.join(timeout=600)
+            d = box.get("s")
+            if "exc" in box:
+                raise box["exc"]
+            if s.status != 200 or s.error or d is None or d.status != 200 or d.error:
+                raise HarnessError(f"mixed-prompt measurement (a {p}-token prompt while a slot decodes) failed: prompt HTTP "
+                                   f"{s.status} {s.error}; decode {None if d is None else (d.status, d.error)}")
+            c = replace(_check(f"mixed@{p}", rep, s), sent_after_s=t_send - box["t0"])
+            if box["t0"] + d.e2e_s < t_done:
+                c = replace(c, error=f"the decode ({n} tokens) finished before the {p}-token prompt did; raise its tokens")
+            checks += [_check(f"mixeddecode@{p}", rep, d), c]
     return checks
 
 

@@ -81,7 +81,8 @@ def windows_for(mode: str, point: int, windows: Sequence[StageWindow]) -> tuple[
 
 SCALAR_CORRECTIONS = ("request_overhead_s", "iteration_overhead_s", "prompt_save_s_per_prompt_token",
                       "prompt_save_s_per_generated_token", "decode_context_ref_tokens")
-KNOT_CORRECTIONS = ("decode_correction_by_batch_s", "prefill_correction_by_tokens_s", "decode_context_s_per_token_by_batch")
+KNOT_CORRECTIONS = ("decode_correction_by_batch_s", "prefill_correction_by_tokens_s", "decode_context_s_per_token_by_batch",
+                    "mixed_correction_by_tokens_s")
 
 
 def combine(twins: Sequence[Any], label: str = "") -> Any:
@@ -121,11 +122,13 @@ def window_checks(checks: Sequence[Any], index: int) -> list[Any]:
 @dataclass(frozen=True)
 class WindowSummary:
     """What one window measured, for the report's spread table: the engine's median prompt time of the isolated
-    prefills (`prompt_tokens` tokens) and the client's median decode step at each batch."""
+    prefills (`prompt_tokens` tokens), the client's median decode step at each batch, and the engine's median prompt
+    time of the prompts sent while another slot decoded, per prompt length."""
 
     index: int
     prefill_prompt_s: float | None
     decode_step_s_by_batch: tuple[tuple[int, float], ...]
+    mixed_prompt_s_by_tokens: tuple[tuple[int, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -135,11 +138,15 @@ def summarise(checks: Sequence[Any], index: int) -> WindowSummary:
     mine = [c for c in checks if c.window == index and not c.error]
     pre = [c.engine_prompt_s for c in mine if c.phase == "prefill" and c.engine_prompt_s is not None]
     by_b: dict[int, list[float]] = {}
+    mixed: dict[int, list[float]] = {}
     for c in mine:
         if c.phase.startswith("decode@") and (st := c.client_step_s) is not None:
             by_b.setdefault(int(c.phase.split("@", 1)[1]), []).append(st)
+        elif c.phase.startswith("mixed@") and c.engine_prompt_s is not None:
+            mixed.setdefault(int(c.phase.split("@", 1)[1]), []).append(c.engine_prompt_s)
     return WindowSummary(index, statistics.median(pre) if pre else None,
-                         tuple((b, statistics.median(v)) for b, v in sorted(by_b.items())))
+                         tuple((b, statistics.median(v)) for b, v in sorted(by_b.items())),
+                         tuple((p, statistics.median(v)) for p, v in sorted(mixed.items())))
 
 
 __all__ = ["WINDOW_MODES", "StageWindow", "WindowSummary", "bracket", "combine", "summarise", "window_checks",

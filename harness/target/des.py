@@ -30,6 +30,7 @@ class ArrivingRequest:
     input_tokens: int
     output_tokens: int
     block_hashes: tuple[int, ...] = ()
+    slot: int | None = None  # pinned to this engine slot (llama-server's `id_slot`), as the loop's stage requests are
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class SimRun:
     events: int
     compute_s: float  # wall seconds the simulation took (this machine)
     token_times_s: tuple[np.ndarray, ...] | None = None  # per request, the instant of each token event (record_tokens)
+    prompt_start_s: np.ndarray | None = None  # when the engine began each prompt (NaN: the scheduler does not say)
 
 
 def simulate(make_scheduler: Callable[[], Any], requests: Sequence[ArrivingRequest], *,
@@ -74,7 +76,7 @@ def simulate(make_scheduler: Callable[[], Any], requests: Sequence[ArrivingReque
         pass
 
     sched.bind(tl, on_tokens, on_done)
-    reqs = [SimRequest(str(i), r.input_tokens, r.output_tokens, r.block_hashes) for i, r in enumerate(requests)]
+    reqs = [SimRequest(str(i), r.input_tokens, r.output_tokens, r.block_hashes, slot=r.slot) for i, r in enumerate(requests)]
     for r, a in zip(reqs, requests):
         tl.at(a.arrival_s, sched.submit, r, a.arrival_s)
     tl.run_due(math.inf, limit=max_events)
@@ -91,6 +93,7 @@ def simulate(make_scheduler: Callable[[], Any], requests: Sequence[ArrivingReque
         token_times_in_window=count[0], window_start_s=w0, window_end_s=w1,
         events=tl.events_run, compute_s=time.perf_counter() - t0,
         token_times_s=tuple(np.array(times.get(id(r), ())) for r in reqs) if record_tokens else None,
+        prompt_start_s=np.array([nan if r.prompt_start_s is None else r.prompt_start_s for r in reqs]),
     )
 
 

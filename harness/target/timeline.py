@@ -34,6 +34,8 @@ class SimRequest:
     rejected: str | None = None  # why the engine refused the request (e.g. the prompt exceeds a slot's context)
     first_token_s: float | None = None
     finished_s: float | None = None
+    slot: int | None = None  # the engine slot the request asks for (llama-server's `id_slot`); None: the scheduler picks
+    prompt_start_s: float | None = None  # when the engine began processing its prompt (llama-server's prompt_ms start)
 
     @property
     def context_tokens(self) -> int:

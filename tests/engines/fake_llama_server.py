@@ -4,6 +4,8 @@ fixed per-token times. `--fake-die-after N` makes it exit mid-run after N comple
 `--fake-save-s-per-token S` delays each request's start by S per token of the requests finished since the last start
 (prompt over 16 tokens only: llama-server's host-RAM prompt-cache copy, outside `timings.prompt_ms`);
 `--fake-body-log FILE` appends each completion request's id_slot, prompt tokens and max_tokens as a JSON line;
+`--fake-mixed-s S`: a prompt that starts while another request is generating takes S seconds longer (the iteration
+that mixes a prompt with decode tokens, llama-server's cost the twin's mixed correction takes);
 `--fake-speed-file FILE`: when FILE holds a number, each request started then takes that many times longer (a host
 whose speed drifts, for the stage-window tests).
 Listens on 127.0.0.1 only; exits by itself after `--fake-lifetime-s`."""
@@ -34,10 +36,12 @@ def main() -> None:
     ap.add_argument("--fake-save-s-per-token", type=float, default=0.0)
     ap.add_argument("--fake-body-log", default=None)
     ap.add_argument("--fake-speed-file", default=None)
+    ap.add_argument("--fake-mixed-s", type=float, default=0.0)
     a, _ = ap.parse_known_args()
     unsaved: list[int] = []
     slots = asyncio.Semaphore(a.parallel)
     done = [0]
+    generating = [0]  # requests past their prompt, still streaming tokens
 
     def tok(text: str, special: bool) -> list[int]:
         return ([1] if special else []) + [2 + (hash(w) % 997) for w in text.split()]
@@ -77,7 +81,7 @@ def main() -> None:
             if n_p > 16:
                 unsaved.append(n_p + n_out - 1)
             t0 = time.perf_counter()
-            await asyncio.sleep(n_p * PROMPT_S_PER_TOKEN * slow)
+            await asyncio.sleep(n_p * PROMPT_S_PER_TOKEN * slow + (a.fake_mixed_s if generating[0] else 0.0))
             prompt_ms = (time.perf_counter() - t0) * 1e3
             if not b.get("stream"):
                 await asyncio.sleep((n_out - 1) * DECODE_S_PER_TOKEN * slow)
@@ -89,14 +93,18 @@ def main() -> None:
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await resp.prepare(r)
             t1 = time.perf_counter()
-            for i in range(n_out):
-                if i:
-                    await asyncio.sleep(DECODE_S_PER_TOKEN * slow)
-                ev = {"choices": [{"index": 0, "text": " x", "finish_reason": "length" if i == n_out - 1 else None}], "model": a.alias}
-                if i == n_out - 1:
-                    ev["timings"] = {"prompt_n": n_p, "prompt_ms": prompt_ms, "predicted_n": n_out,
-                                     "predicted_ms": (time.perf_counter() - t1) * 1e3}
-                await resp.write(f"data: {json.dumps(ev)}\n\n".encode())
+            generating[0] += 1
+            try:
+                for i in range(n_out):
+                    if i:
+                        await asyncio.sleep(DECODE_S_PER_TOKEN * slow)
+                    ev = {"choices": [{"index": 0, "text": " x", "finish_reason": "length" if i == n_out - 1 else None}], "model": a.alias}
+                    if i == n_out - 1:
+                        ev["timings"] = {"prompt_n": n_p, "prompt_ms": prompt_ms, "predicted_n": n_out,
+                                         "predicted_ms": (time.perf_counter() - t1) * 1e3}
+                    await resp.write(f"data: {json.dumps(ev)}\n\n".encode())
+            finally:
+                generating[0] -= 1
             usage = {"choices": [], "usage": {"prompt_tokens": n_p, "completion_tokens": n_out, "total_tokens": n_p + n_out}}
             await resp.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
             await resp.write_eof()

@@ -162,3 +162,51 @@ def test_the_twin_adds_the_context_correction_per_decode_sequence():
     assert tpot(corrected, 84) == pytest.approx(tpot(plain, 84), abs=2e-4)
     assert tpot(corrected, 984) - tpot(plain, 984) == pytest.approx(1e-5 * (984 + 17 - 100), rel=0.02)
     assert tpot(corrected, 984, 4) - tpot(plain, 984, 4) == pytest.approx(4 * 4e-6 * (984 + 17 - 100), rel=0.05)
+
+
+def _mixed_checks(truth_twin, cases, window=0):
+    """The checks measure_mixed_prompts would write had the engine been `truth_twin`: per (P, delay) a decode of 32
+    tokens generating 200 (its first token 0.2 s after its send) and a P-token prompt sent `delay` after that token."""
+    from harness.loop.run import mixed_prompt_s
+
+    out = []
+    for rep, (p, delay) in enumerate(cases):
+        out.append(SimpleNamespace(phase=f"mixeddecode@{p}", window=window, rep=rep, error=None, client_ttft_s=0.2,
+                                   usage_completion_tokens=200, engine_predicted_tokens=200, engine_prompt_tokens=32,
+                                   usage_prompt_tokens=32))
+        out.append(SimpleNamespace(phase=f"mixed@{p}", window=window, rep=rep, error=None, sent_after_s=0.2 + delay,
+                                   engine_prompt_tokens=p, engine_prompt_s=mixed_prompt_s(truth_twin, 32, 200, p, delay)))
+    return out
+
+
+@pytest.mark.parametrize("settings", [{}, {"swa_checkpoints": True, "iteration_overhead_s": 0.012,
+                                           "decode_correction_by_batch_s": ((1, -0.003), (2, 0.004))}])
+def test_mixed_correction_recovers_what_a_prompt_costs_beside_a_decode(settings):
+    from harness.loop.run import mixed_correction, mixed_prompt_s
+
+    truth = ((128, 0.030), (512, 0.055))
+    twin = _twin(**settings)
+    engine = replace(twin, settings=replace(twin.settings, mixed_correction_by_tokens_s=truth))
+    checks = _mixed_checks(engine, [(128, 0.004), (128, 0.009), (512, 0.002), (512, 0.011)])
+    mc = mixed_correction(checks, twin)
+    assert mc is not None and mc.n_requests == 4
+    assert [p for p, _ in mc.per_tokens_s] == [128, 512]
+    assert [x for _, x in mc.per_tokens_s] == pytest.approx([0.030, 0.055], abs=1e-5)
+    # the twin before the correction was faster than the engine by at least one correction per mixed iteration
+    for (p, m), (_, t) in zip(mc.measured_s, mc.twin_s):
+        assert m - t >= dict(truth)[p] - 1e-6
+    fixed = replace(twin, settings=replace(twin.settings, mixed_correction_by_tokens_s=mc.per_tokens_s))
+    assert mixed_prompt_s(fixed, 32, 200, 128, 0.004) == pytest.approx(mixed_prompt_s(engine, 32, 200, 128, 0.004), abs=1e-5)
+
+
+def test_mixed_correction_leaves_out_failed_requests_and_needs_two_slots():
+    from harness.loop.run import mixed_correction
+
+    twin = _twin()
+    checks = _mixed_checks(twin, [(128, 0.004)])
+    late = SimpleNamespace(**{**vars(checks[1]), "rep": 1, "error": "the decode finished first", "engine_prompt_s": 9.0})
+    mc = mixed_correction(checks + [late], twin)
+    assert mc is not None and mc.n_requests == 1 and mc.per_tokens_s[0][1] == pytest.approx(0.0, abs=1e-6)
+    assert mixed_correction([c for c in checks if c.phase.startswith("mixed@")], twin) is None  # no decode to pair with
+    one_slot = replace(twin, settings=replace(twin.settings, slots=1))
+    assert mixed_correction(checks, one_slot) is None

@@ -275,7 +275,8 @@ def test_the_notes_served_steps_adds_reach_the_cpu_loop_report(tmp_path, fixed_c
 def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fixed_constants):
     model = write_random_gguf(tmp_path / "rand.gguf")
     log = tmp_path / "bodies.jsonl"
-    cfg = config(tmp_path, model, fake_binary(tmp_path), extra=["--fake-save-s-per-token", "0.001", "--fake-body-log", str(log)])
+    cfg = config(tmp_path, model, fake_binary(tmp_path), extra=["--fake-save-s-per-token", "0.001", "--fake-body-log", str(log),
+                                                                "--fake-mixed-s", "0.05"])
     r = run_loop(quick_opts(cfg, tmp_path), progress=None)
     assert r.status == "complete"
     bodies = [json.loads(x) for x in log.read_text().splitlines()]
@@ -295,9 +296,20 @@ def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fix
     assert 0.8 * 0.053 < copy_48_6 < 2.0 * 0.053  # the stand-in copies 48 + 5 tokens at 1 ms each (sleeps overshoot)
     assert tw["request_overhead_s"] < 0.030  # the small requests' baseline, not a copy
     assert any(n.startswith("host-RAM prompt-cache copy") for n in r.notes)
-    # --cache-ram 0: nothing is copied, nothing measured
+    # the prompts sent while slot 0 decodes: each served prompt length, twice, in slot 1 after the decode's first token;
+    # the stand-in adds 50 ms to such a prompt, and the twin's mixed iterations take it as their correction
+    mixed = [c for c in r.checks if c.phase == "mixed@48"]
+    assert len(mixed) == 2 and all(c.sent_after_s > 0 and not c.error for c in mixed)
+    assert all(c.engine_prompt_s > 0.05 for c in mixed)
+    assert sum(1 for b in bodies if b["id_slot"] == 1 and b["n_prompt"] == 48 and b["max_tokens"] == 1) == 2
+    (k, corr), = tw["mixed_correction_by_tokens_s"]
+    assert k == 48 and 0.035 < corr < 0.065
+    assert any(n.startswith("mixed-iteration correction") for n in r.notes)
+    # --cache-ram 0: nothing is copied, nothing measured; no mixed cost in the stand-in: no mixed correction to speak of
     r0 = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path), extra=["--cache-ram", "0"]), tmp_path), progress=None)
     assert not any(c.phase.startswith("save") for c in r0.checks) and not r0.twin["settings"]["prompt_cache_ram"]
+    (_, corr0), = r0.twin["settings"]["mixed_correction_by_tokens_s"]
+    assert abs(corr0) < 0.015
 
 
 def test_stage_windows_predict_each_point_from_the_median_of_every_window(tmp_path, fixed_constants, monkeypatch):
@@ -343,6 +355,7 @@ def test_stage_windows_predict_each_point_from_the_median_of_every_window(tmp_pa
     assert all(c.within_band for c in tp)  # the points ran at the fast windows' speed, the band's low end
     md = render_markdown(r)
     assert "### Stage windows" in md and "verdict with window 1 alone" in md and "| spread" in md
+    assert "48-token prompt beside a decode (engine)" in md and all(w["mixed_prompt_s_by_tokens"] for w in r.stage_windows)
     assert "single windows' predictions" in md and any(n.startswith("host drift against model error") for n in r.notes)
     assert any(n.startswith("stage windows: 4 measurements") for n in r.notes)
     # every judged figure's conditioning, from the twin that predicted it: TPOT follows the step time, ±2 % about

@@ -176,6 +176,35 @@ def test_prefill_correction_by_prompt_length_interpolates_and_applies_to_prompt_
             LlamaServerSettings(prefill_correction_by_tokens_s=bad)
 
 
+def test_a_pinned_request_waits_for_its_slot_and_its_prompt_start_is_recorded():
+    # both ask for slot 2: the second waits for the first to finish, though three other slots are idle
+    r = simulate(sched(), [ArrivingRequest(0.0, 100, 5, slot=2), ArrivingRequest(0.0, 100, 5, slot=2)])
+    assert r.first_token_s[0] == pytest.approx(0.100)
+    assert r.prompt_start_s[1] == pytest.approx(r.finished_s[0])  # its prompt begins when slot 2 frees
+    assert r.first_token_s[1] - r.prompt_start_s[1] == pytest.approx(0.100)
+    free = simulate(sched(), [ArrivingRequest(0.0, 100, 5), ArrivingRequest(0.0, 100, 5)])
+    assert free.prompt_start_s[1] == pytest.approx(0.0)  # unpinned: another slot, the same iteration
+    with pytest.raises(HarnessError, match="slot 4"):
+        simulate(sched(), [ArrivingRequest(0.0, 10, 2, slot=4)])
+
+
+def test_mixed_correction_applies_to_iterations_that_carry_decode_and_prompt_tokens_only():
+    st = LlamaServerSettings(mixed_correction_by_tokens_s=[[512, 0.02], [128, 0.04]])  # as JSON gives it
+    assert st.mixed_correction_by_tokens_s == ((128, 0.04), (512, 0.02))
+    assert [st.mixed_extra_s(n) for n in (0, 4, 128, 320, 512, 900)] == pytest.approx([0.0, 0.04, 0.04, 0.03, 0.02, 0.02])
+    corr = ((128, 0.030),)
+    # a prompt alone and a decode alone: nothing changes
+    for req in ((0.0, 100, 5),):
+        assert run([req], mixed_correction_by_tokens_s=corr).finished_s[0] == pytest.approx(run([req]).finished_s[0])
+    # a 100-token prompt sent while slot 3 decodes: its one iteration carries both (+30 ms), and so does the decode's
+    reqs = [(0.0, 10, 40), (0.1, 100, 1)]
+    r, r0 = run(reqs, mixed_correction_by_tokens_s=corr), run(reqs)
+    assert (r.first_token_s[1] - r.prompt_start_s[1]) - (r0.first_token_s[1] - r0.prompt_start_s[1]) == pytest.approx(0.030)
+    assert r.finished_s[0] - r0.finished_s[0] == pytest.approx(0.030)
+    with pytest.raises(HarnessError, match="mixed_correction_by_tokens_s"):
+        LlamaServerSettings(mixed_correction_by_tokens_s=((0, 0.001),))
+
+
 SAVE = {"prompt_save_s_per_prompt_token": 1e-3, "prompt_save_s_per_generated_token": 1e-4}
 
 
