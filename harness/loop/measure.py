@@ -143,59 +143,96 @@ def measure_prompts(endpoint: str, model: str, lengths: Sequence[int], vocab: in
     return checks
 
 
-MIXED_DECODE_SLOT, MIXED_PROMPT_SLOT = 0, 1  # consecutive slots: llama_decode's equal split batches them together
+MIXED_PROMPT_SLOT = 1  # the prompt's slot; the decodes take slot 0 and then 2, 3, ...: slot 0 and 1 are consecutive, so
+# llama_decode's equal split puts the first decode token and the prompt's first token in one micro-batch
 
 
-def measure_mixed_prompts(endpoint: str, model: str, cases: Sequence[tuple[int, int]], vocab: int, reps: int,
+def mixed_decode_slots(batch: int) -> tuple[int, ...]:
+    """The slots of `batch` decoding requests beside a prompt in MIXED_PROMPT_SLOT."""
+    return tuple(i for i in range(batch + 1) if i != MIXED_PROMPT_SLOT)
+
+
+def mixed_phase(prompt_tokens: int, batch: int, decode: bool = False) -> str:
+    """The phase of a mixed-prompt measurement's prompt ("mixed@P/B") or of its decodes ("mixeddecode@P/B")."""
+    return f"{'mixeddecode' if decode else 'mixed'}@{int(prompt_tokens)}/{int(batch)}"
+
+
+def parse_mixed_phase(phase: str) -> tuple[str, int, int] | None:
+    """("mixed" or "mixeddecode", P, B) of a mixed-prompt phase; None for any other phase."""
+    kind, _, rest = phase.partition("@")
+    if kind not in ("mixed", "mixeddecode") or "/" not in rest:
+        return None
+    p, b = rest.split("/", 1)
+    return kind, int(p), int(b)
+
+
+def measure_mixed_prompts(endpoint: str, model: str, cases: Sequence[tuple[int, int, int]], vocab: int, reps: int,
                           decode_prompt_tokens: int) -> list[RequestCheck]:
-    """Prompts sent while another slot decodes (LlamaServerSettings.mixed_correction_by_tokens_s): per (prompt tokens P,
-    decode output tokens N) case and rep, a request of `decode_prompt_tokens` tokens generating N in slot
-    MIXED_DECODE_SLOT (phase "mixeddecode@P"), and, as soon as its first token has streamed, a P-token prompt with one
-    output token in slot MIXED_PROMPT_SLOT (phase "mixed@P", `sent_after_s` after the decode's send). The engine's own
-    prompt time of the P-token request is what the correction is solved against; N must keep the decode generating
-    until the prompt is done (the caller sizes it from the window's own prompt and step times). A prompt that finished
-    after the decode did carries an error and is not used."""
-    import threading  # noqa: PLC0415
-
+    """Prompts sent while other slots decode (LlamaServerSettings.mixed_correction_by_batch_tokens_s): per (prompt
+    tokens P, decode batch B, decode output tokens N) case and rep, B requests of `decode_prompt_tokens` tokens generating
+    N each, started together in `mixed_decode_slots(B)` (phase "mixeddecode@P/B"), and, as soon as every one of them has
+    streamed its first token, a P-token prompt with one output token in slot MIXED_PROMPT_SLOT (phase "mixed@P/B",
+    `sent_after_s` after the decodes' send). The engine's own prompt time of the P-token request is what the correction
+    is solved against; N must keep the decodes generating until the prompt is done (the caller sizes it from the
+    window's own prompt and step times). A prompt that finished after a decode did carries an error and is not used."""
     checks: list[RequestCheck] = []
-    for p, n in cases:
+    for p, bsz, n in cases:
+        slots = mixed_decode_slots(bsz)
         for rep in range(reps):
-            started, box = threading.Event(), {}
+            first = threading.Barrier(bsz + 1)
+            start = threading.Barrier(bsz)
+            box: dict[int, Any] = {}
+            t0: list[float] = []
 
-            def decode(p: int = p, n: int = n, rep: int = rep) -> None:
-                body = {**completion_body(model, token_prompt(decode_prompt_tokens, 9100 + 37 * rep + p, vocab), n),
-                        "id_slot": MIXED_DECODE_SLOT}
-                box["t0"] = time.perf_counter()
+            def decode(i: int, slot: int, p: int = p, n: int = n, rep: int = rep) -> None:
+                seen = [False]
+
+                def on_content(_t: float) -> None:
+                    if not seen[0]:
+                        seen[0] = True
+                        first.wait(timeout=600)
+
+                body = {**completion_body(model, token_prompt(decode_prompt_tokens, 9100 + 37 * rep + 7 * i + p, vocab), n),
+                        "id_slot": slot}
                 try:
-                    box["s"] = http.stream(endpoint + "/v1/completions", body, on_content=lambda _t: started.set())
+                    start.wait(timeout=30)
+                    t0.append(time.perf_counter())
+                    box[i] = http.stream(endpoint + "/v1/completions", body, on_content=on_content)
                 except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                    box["exc"] = exc
-                started.set()
+                    box[i] = exc
+                if not seen[0]:  # no token streamed: release the caller, which reports it
+                    first.abort()
 
-            th = threading.Thread(target=decode, daemon=True)
-            th.start()
-            started.wait(timeout=600)
-            if "exc" in box:
-                th.join()
-                raise box["exc"]
-            if "s" in box and not box["s"].chunk_times_s:  # the decode ended before it streamed a token
-                raise HarnessError(f"the decode request of the mixed-prompt measurement (P = {p}) streamed no token "
-                                   f"(HTTP {box['s'].status}): {box['s'].error}")
+            ths = [threading.Thread(target=decode, args=(i, sl), daemon=True) for i, sl in enumerate(slots)]
+            for t in ths:
+                t.start()
+            try:
+                first.wait(timeout=600)
+            except threading.BrokenBarrierError:
+                for t in ths:
+                    t.join(timeout=600)
+                bad = next((v for v in box.values() if isinstance(v, BaseException) or not v.chunk_times_s), None)
+                if isinstance(bad, BaseException):
+                    raise bad from None
+                raise HarnessError(f"a decode request of the mixed-prompt measurement (P = {p}, B = {bsz}) streamed no token"
+                                   + (f" (HTTP {bad.status}): {bad.error}" if bad is not None else "")) from None
             t_send = time.perf_counter()
             s = http.stream(endpoint + "/v1/completions",
                             {**completion_body(model, token_prompt(int(p), 9200 + 41 * rep + p, vocab), 1), "id_slot": MIXED_PROMPT_SLOT})
             t_done = time.perf_counter()
-            th.join(timeout=600)
-            d = box.get("s")
-            if "exc" in box:
-                raise box["exc"]
-            if s.status != 200 or s.error or d is None or d.status != 200 or d.error:
-                raise HarnessError(f"mixed-prompt measurement (a {p}-token prompt while a slot decodes) failed: prompt HTTP "
-                                   f"{s.status} {s.error}; decode {None if d is None else (d.status, d.error)}")
-            c = replace(_check(f"mixed@{p}", rep, s), sent_after_s=t_send - box["t0"])
-            if box["t0"] + d.e2e_s < t_done:
-                c = replace(c, error=f"the decode ({n} tokens) finished before the {p}-token prompt did; raise its tokens")
-            checks += [_check(f"mixeddecode@{p}", rep, d), c]
+            for t in ths:
+                t.join(timeout=600)
+            ds = [box.get(i) for i in range(bsz)]
+            exc = next((d for d in ds if isinstance(d, BaseException)), None)
+            if exc is not None:
+                raise exc
+            if s.status != 200 or s.error or any(d is None or d.status != 200 or d.error for d in ds):
+                raise HarnessError(f"mixed-prompt measurement (a {p}-token prompt while {bsz} slots decode) failed: prompt HTTP "
+                                   f"{s.status} {s.error}; decodes {[None if d is None else (d.status, d.error) for d in ds]}")
+            c = replace(_check(mixed_phase(p, bsz), rep, s), sent_after_s=t_send - min(t0))
+            if min(t0) + min(d.e2e_s for d in ds) < t_done:
+                c = replace(c, error=f"a decode ({n} tokens) finished before the {p}-token prompt did; raise its tokens")
+            checks += [_check(mixed_phase(p, bsz, decode=True), rep, d) for d in ds] + [c]
     return checks
 
 

@@ -138,25 +138,28 @@ def _windows(r: LoopReport) -> list[str]:
     if len(ws) < 2:
         return []
     batches = sorted({int(b) for w in ws for b, _ in w.get("decode_step_s_by_batch") or ()})
-    mixed = sorted({int(n) for w in ws for n, _ in w.get("mixed_prompt_s_by_tokens") or ()})
+    mixed = sorted({(int(b), int(n)) for w in ws for b, n, _ in w.get("mixed_prompt_s") or ()})
     p = r.settings.get("prompt_tokens")
     lines = ["", "### Stage windows: the isolated stages measured again between the served points", "",
              "Each window corrects the twin on its own; every served point is predicted from the median of all windows' "
              "corrections (made after the points ran; nothing served enters the corrections).", "",
              f"| window | began | after served point | requests | took | {p}-token prefill (engine) | "
-             + " | ".join([f"decode step B={b} (client)" for b in batches] + [f"{n}-token prompt beside a decode (engine)" for n in mixed])
+             + " | ".join([f"decode step B={b} (client)" for b in batches] + [f"{n}-token prompt beside {b} decode{'s' if b > 1 else ''} (engine)" for b, n in mixed])
              + " |", "|---|---|---|---|---|---|" + "---|" * (len(batches) + len(mixed))]
 
-    def dec(w: dict[str, Any], b: int, key: str = "decode_step_s_by_batch") -> float | None:
-        return dict((int(k), v) for k, v in w.get(key) or ()).get(b)
+    def dec(w: dict[str, Any], b: int) -> float | None:
+        return dict((int(k), v) for k, v in w.get("decode_step_s_by_batch") or ()).get(b)
+
+    def mix(w: dict[str, Any], cell: tuple[int, int]) -> float | None:
+        return {(int(b), int(n)): v for b, n, v in w.get("mixed_prompt_s") or ()}.get(cell)
 
     for w in ws:
         after = "— (before them)" if w.get("after_point") is None else str(int(w["after_point"]) + 1)
         lines.append(f"| {int(w['index']) + 1} | {w['started_s'] / 60:.1f} min | {after} | {w['requests']} | {w['duration_s']:.0f} s | "
                      f"{_ms(w.get('prefill_prompt_s'))} | "
-                     + " | ".join([_ms(dec(w, b)) for b in batches] + [_ms(dec(w, n, "mixed_prompt_s_by_tokens")) for n in mixed]) + " |")
+                     + " | ".join([_ms(dec(w, b)) for b in batches] + [_ms(mix(w, c)) for c in mixed]) + " |")
     sp = ([repeat_spread_pct([w.get("prefill_prompt_s") for w in ws])] + [repeat_spread_pct([dec(w, b) for w in ws]) for b in batches]
-          + [repeat_spread_pct([dec(w, n, "mixed_prompt_s_by_tokens") for w in ws]) for n in mixed])
+          + [repeat_spread_pct([mix(w, c) for w in ws]) for c in mixed])
     lines.append("| spread (max − min over the median) | | | | | " + " | ".join("—" if x is None else f"{x:.0f} %" for x in sp) + " |")
     if r.window_verdicts:
         names = {"all": "every window (the prediction above)", "bracketing": "the windows just before and after each point",

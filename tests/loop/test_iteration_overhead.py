@@ -165,48 +165,64 @@ def test_the_twin_adds_the_context_correction_per_decode_sequence():
 
 
 def _mixed_checks(truth_twin, cases, window=0):
-    """The checks measure_mixed_prompts would write had the engine been `truth_twin`: per (P, delay) a decode of 32
-    tokens generating 200 (its first token 0.2 s after its send) and a P-token prompt sent `delay` after that token."""
+    """The checks measure_mixed_prompts would write had the engine been `truth_twin`: per (P, B, delay) B decodes of 32
+    tokens generating 200 (their first tokens 0.2 s after their send) and a P-token prompt sent `delay` after those."""
+    from harness.loop.measure import mixed_phase
     from harness.loop.run import mixed_prompt_s
 
     out = []
-    for rep, (p, delay) in enumerate(cases):
-        out.append(SimpleNamespace(phase=f"mixeddecode@{p}", window=window, rep=rep, error=None, client_ttft_s=0.2,
-                                   usage_completion_tokens=200, engine_predicted_tokens=200, engine_prompt_tokens=32,
-                                   usage_prompt_tokens=32))
-        out.append(SimpleNamespace(phase=f"mixed@{p}", window=window, rep=rep, error=None, sent_after_s=0.2 + delay,
-                                   engine_prompt_tokens=p, engine_prompt_s=mixed_prompt_s(truth_twin, 32, 200, p, delay)))
+    for rep, (p, b, delay) in enumerate(cases):
+        out += [SimpleNamespace(phase=mixed_phase(p, b, decode=True), window=window, rep=rep, error=None, client_ttft_s=0.2,
+                                usage_completion_tokens=200, engine_predicted_tokens=200, engine_prompt_tokens=32,
+                                usage_prompt_tokens=32) for _ in range(b)]
+        out.append(SimpleNamespace(phase=mixed_phase(p, b), window=window, rep=rep, error=None, sent_after_s=0.2 + delay,
+                                   engine_prompt_tokens=p, engine_prompt_s=mixed_prompt_s(truth_twin, 32, 200, p, b, delay)))
     return out
 
 
 @pytest.mark.parametrize("settings", [{}, {"swa_checkpoints": True, "iteration_overhead_s": 0.012,
                                            "decode_correction_by_batch_s": ((1, -0.003), (2, 0.004))}])
-def test_mixed_correction_recovers_what_a_prompt_costs_beside_a_decode(settings):
+def test_mixed_correction_recovers_what_a_prompt_costs_beside_decodes(settings):
     from harness.loop.run import mixed_correction, mixed_prompt_s
 
-    truth = ((128, 0.030), (512, 0.055))
+    truth = ((1, 128, 0.030), (1, 512, 0.055), (3, 128, 0.090), (3, 512, 0.120))
     twin = _twin(**settings)
-    engine = replace(twin, settings=replace(twin.settings, mixed_correction_by_tokens_s=truth))
-    checks = _mixed_checks(engine, [(128, 0.004), (128, 0.009), (512, 0.002), (512, 0.011)])
+    engine = replace(twin, settings=replace(twin.settings, mixed_correction_by_batch_tokens_s=truth))
+    checks = _mixed_checks(engine, [(128, 1, 0.004), (128, 1, 0.009), (512, 1, 0.002), (512, 1, 0.011),
+                                    (128, 3, 0.003), (512, 3, 0.006)])
     mc = mixed_correction(checks, twin)
-    assert mc is not None and mc.n_requests == 4
-    assert [p for p, _ in mc.per_tokens_s] == [128, 512]
-    assert [x for _, x in mc.per_tokens_s] == pytest.approx([0.030, 0.055], abs=1e-5)
+    assert mc is not None and mc.n_requests == 6
+    assert [(b, p) for b, p, _ in mc.per_cell_s] == [(1, 128), (1, 512), (3, 128), (3, 512)]
+    assert [x for _, _, x in mc.per_cell_s] == pytest.approx([0.030, 0.055, 0.090, 0.120], abs=1e-5)
     # the twin before the correction was faster than the engine by at least one correction per mixed iteration
-    for (p, m), (_, t) in zip(mc.measured_s, mc.twin_s):
-        assert m - t >= dict(truth)[p] - 1e-6
-    fixed = replace(twin, settings=replace(twin.settings, mixed_correction_by_tokens_s=mc.per_tokens_s))
-    assert mixed_prompt_s(fixed, 32, 200, 128, 0.004) == pytest.approx(mixed_prompt_s(engine, 32, 200, 128, 0.004), abs=1e-5)
+    for (b, p, m), (_, _, t) in zip(mc.measured_s, mc.twin_s):
+        assert m - t >= dict(((bb, pp), x) for bb, pp, x in truth)[(b, p)] - 1e-6
+    fixed = replace(twin, settings=replace(twin.settings, mixed_correction_by_batch_tokens_s=mc.per_cell_s))
+    for b in (1, 3):
+        assert mixed_prompt_s(fixed, 32, 200, 128, b, 0.004) == pytest.approx(mixed_prompt_s(engine, 32, 200, 128, b, 0.004), abs=1e-5)
 
 
 def test_mixed_correction_leaves_out_failed_requests_and_needs_two_slots():
     from harness.loop.run import mixed_correction
 
     twin = _twin()
-    checks = _mixed_checks(twin, [(128, 0.004)])
-    late = SimpleNamespace(**{**vars(checks[1]), "rep": 1, "error": "the decode finished first", "engine_prompt_s": 9.0})
+    checks = _mixed_checks(twin, [(128, 1, 0.004)])
+    late = SimpleNamespace(**{**vars(checks[1]), "rep": 1, "error": "a decode finished first", "engine_prompt_s": 9.0})
     mc = mixed_correction(checks + [late], twin)
-    assert mc is not None and mc.n_requests == 1 and mc.per_tokens_s[0][1] == pytest.approx(0.0, abs=1e-6)
+    assert mc is not None and mc.n_requests == 1 and mc.per_cell_s[0][2] == pytest.approx(0.0, abs=1e-6)
     assert mixed_correction([c for c in checks if c.phase.startswith("mixed@")], twin) is None  # no decode to pair with
     one_slot = replace(twin, settings=replace(twin.settings, slots=1))
     assert mixed_correction(checks, one_slot) is None
+
+
+def test_mixed_cases_size_the_decodes_from_the_windows_own_times():
+    from harness.loop.run import MIXED_DECODE_MARGIN_S, mixed_batches, mixed_cases
+
+    assert mixed_batches(4) == (1, 3) and mixed_batches(2) == (1,) and mixed_batches(1) == ()
+    checks = [_prompt("prefill", 2.0, 512), _prompt("prompt", 0.4, 128), _decode(1, 0.02), _decode(4, 0.06)]
+    got = mixed_cases(checks, [128, 512], (1, 3), 32, 2048, 256)
+    want = {(128, 1): (2 * 0.4 + MIXED_DECODE_MARGIN_S) / 0.02, (128, 3): (2 * 0.4 + MIXED_DECODE_MARGIN_S) / 0.06,
+            (512, 1): (2 * 2.0 + MIXED_DECODE_MARGIN_S) / 0.02, (512, 3): (2 * 2.0 + MIXED_DECODE_MARGIN_S) / 0.06}
+    assert {(p, b): n for p, b, n in got} == {k: pytest.approx(v + 8, abs=1) for k, v in want.items()}
+    assert mixed_cases([], [128], (1,), 32, 2048, 256) == [(128, 1, 256)]  # nothing measured: the fallback
+    assert mixed_cases(checks, [512], (1,), 32, 100, 256) == [(512, 1, 100 - 32 - 1)]  # the slot's context caps it

@@ -298,17 +298,17 @@ def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fix
     assert any(n.startswith("host-RAM prompt-cache copy") for n in r.notes)
     # the prompts sent while slot 0 decodes: each served prompt length, twice, in slot 1 after the decode's first token;
     # the stand-in adds 50 ms to such a prompt, and the twin's mixed iterations take it as their correction
-    mixed = [c for c in r.checks if c.phase == "mixed@48"]
+    mixed = [c for c in r.checks if c.phase == "mixed@48/1"]
     assert len(mixed) == 2 and all(c.sent_after_s > 0 and not c.error for c in mixed)
     assert all(c.engine_prompt_s > 0.05 for c in mixed)
     assert sum(1 for b in bodies if b["id_slot"] == 1 and b["n_prompt"] == 48 and b["max_tokens"] == 1) == 2
-    (k, corr), = tw["mixed_correction_by_tokens_s"]
-    assert k == 48 and 0.035 < corr < 0.065
+    (b, k, corr), = tw["mixed_correction_by_batch_tokens_s"]  # two slots: one decode beside the prompt
+    assert (b, k) == (1, 48) and 0.035 < corr < 0.065
     assert any(n.startswith("mixed-iteration correction") for n in r.notes)
     # --cache-ram 0: nothing is copied, nothing measured; no mixed cost in the stand-in: no mixed correction to speak of
     r0 = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path), extra=["--cache-ram", "0"]), tmp_path), progress=None)
     assert not any(c.phase.startswith("save") for c in r0.checks) and not r0.twin["settings"]["prompt_cache_ram"]
-    (_, corr0), = r0.twin["settings"]["mixed_correction_by_tokens_s"]
+    (_, _, corr0), = r0.twin["settings"]["mixed_correction_by_batch_tokens_s"]
     assert abs(corr0) < 0.015
 
 
@@ -355,7 +355,7 @@ def test_stage_windows_predict_each_point_from_the_median_of_every_window(tmp_pa
     assert all(c.within_band for c in tp)  # the points ran at the fast windows' speed, the band's low end
     md = render_markdown(r)
     assert "### Stage windows" in md and "verdict with window 1 alone" in md and "| spread" in md
-    assert "48-token prompt beside a decode (engine)" in md and all(w["mixed_prompt_s_by_tokens"] for w in r.stage_windows)
+    assert "48-token prompt beside 1 decode (engine)" in md and all(w["mixed_prompt_s"] for w in r.stage_windows)
     assert "single windows' predictions" in md and any(n.startswith("host drift against model error") for n in r.notes)
     assert any(n.startswith("stage windows: 4 measurements") for n in r.notes)
     # every judged figure's conditioning, from the twin that predicted it: TPOT follows the step time, ±2 % about

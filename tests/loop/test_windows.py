@@ -57,17 +57,18 @@ def test_combine_takes_the_median_of_each_correction_at_every_knot():
     def twin(over, b4, pre512, ctx, mixed=()):
         s = LlamaServerSettings(slots=4, ctx_size=8192, request_overhead_s=over, iteration_overhead_s=over,
                                 decode_correction_by_batch_s=((1, 0.0), (4, b4)), prefill_correction_by_tokens_s=((512, pre512),),
-                                decode_context_s_per_token_by_batch=ctx, mixed_correction_by_tokens_s=mixed)
+                                decode_context_s_per_token_by_batch=ctx, mixed_correction_by_batch_tokens_s=mixed)
         return TwinSpec("llama.cpp", s, None, "m.gguf", "test", ())
 
-    ts = [twin(0.001, 0.002, 0.05, ((1, 1e-6),), ((128, 0.03),)), twin(0.003, 0.004, 0.03, ((1, 3e-6),), ((128, 0.05),)),
-          twin(0.002, -0.001, 0.10, (), ((128, 0.01),))]
+    ts = [twin(0.001, 0.002, 0.05, ((1, 1e-6),), ((1, 128, 0.03), (3, 128, 0.2))), twin(0.003, 0.004, 0.03, ((1, 3e-6),), ((1, 128, 0.05),)),
+          twin(0.002, -0.001, 0.10, (), ((1, 128, 0.01), (3, 128, 0.1)))]
     c = combine(ts, "windows 1 + 2 + 3").settings
     assert c.request_overhead_s == pytest.approx(0.002) and c.iteration_overhead_s == pytest.approx(0.002)
     assert dict(c.decode_correction_by_batch_s) == {1: 0.0, 4: pytest.approx(0.002)}
     assert dict(c.prefill_correction_by_tokens_s) == {512: pytest.approx(0.05)}
     assert dict(c.decode_context_s_per_token_by_batch) == {1: pytest.approx(2e-6)}  # the window without one does not vote
-    assert dict(c.mixed_correction_by_tokens_s) == {128: pytest.approx(0.03)}
+    # grids at the union of their cells: the window without a batch-3 row reads its batch-1 row there (nearest outside)
+    assert {(b, k): x for b, k, x in c.mixed_correction_by_batch_tokens_s} == {(1, 128): pytest.approx(0.03), (3, 128): pytest.approx(0.1)}
     assert c.slots == 4 and combine(ts[:1]) is ts[0]
     # knots that differ: each table is read at the union of them
     a = twin(0.0, 0.0, 0.0, ())

@@ -189,20 +189,27 @@ def test_a_pinned_request_waits_for_its_slot_and_its_prompt_start_is_recorded():
 
 
 def test_mixed_correction_applies_to_iterations_that_carry_decode_and_prompt_tokens_only():
-    st = LlamaServerSettings(mixed_correction_by_tokens_s=[[512, 0.02], [128, 0.04]])  # as JSON gives it
-    assert st.mixed_correction_by_tokens_s == ((128, 0.04), (512, 0.02))
-    assert [st.mixed_extra_s(n) for n in (0, 4, 128, 320, 512, 900)] == pytest.approx([0.0, 0.04, 0.04, 0.03, 0.02, 0.02])
-    corr = ((128, 0.030),)
+    st = LlamaServerSettings(mixed_correction_by_batch_tokens_s=[[3, 128, 0.09], [1, 512, 0.02], [1, 128, 0.04]])  # JSON-like
+    assert st.mixed_correction_by_batch_tokens_s == ((1, 128, 0.04), (1, 512, 0.02), (3, 128, 0.09))
+    # batch 1 reads its row in k; batch 3 its one knot; batch 2 halfway between the rows; no decode or no prompt: 0
+    assert [st.mixed_extra_s(1, k) for k in (4, 128, 320, 512, 900)] == pytest.approx([0.04, 0.04, 0.03, 0.02, 0.02])
+    assert [st.mixed_extra_s(3, 320), st.mixed_extra_s(4, 10), st.mixed_extra_s(2, 320)] == pytest.approx([0.09, 0.09, 0.06])
+    assert st.mixed_extra_s(0, 128) == 0.0 and st.mixed_extra_s(1, 0) == 0.0
+    corr = ((1, 128, 0.030), (3, 128, 0.100))
     # a prompt alone and a decode alone: nothing changes
-    for req in ((0.0, 100, 5),):
-        assert run([req], mixed_correction_by_tokens_s=corr).finished_s[0] == pytest.approx(run([req]).finished_s[0])
+    assert run([(0.0, 100, 5)], mixed_correction_by_batch_tokens_s=corr).finished_s[0] == pytest.approx(run([(0.0, 100, 5)]).finished_s[0])
     # a 100-token prompt sent while slot 3 decodes: its one iteration carries both (+30 ms), and so does the decode's
     reqs = [(0.0, 10, 40), (0.1, 100, 1)]
-    r, r0 = run(reqs, mixed_correction_by_tokens_s=corr), run(reqs)
+    r, r0 = run(reqs, mixed_correction_by_batch_tokens_s=corr), run(reqs)
     assert (r.first_token_s[1] - r.prompt_start_s[1]) - (r0.first_token_s[1] - r0.prompt_start_s[1]) == pytest.approx(0.030)
     assert r.finished_s[0] - r0.finished_s[0] == pytest.approx(0.030)
-    with pytest.raises(HarnessError, match="mixed_correction_by_tokens_s"):
-        LlamaServerSettings(mixed_correction_by_tokens_s=((0, 0.001),))
+    # beside three decodes: +100 ms
+    reqs3 = [(0.0, 10, 40)] * 3 + [(0.1, 100, 1)]
+    r3, r30 = run(reqs3, mixed_correction_by_batch_tokens_s=corr), run(reqs3)
+    assert (r3.first_token_s[3] - r3.prompt_start_s[3]) - (r30.first_token_s[3] - r30.prompt_start_s[3]) == pytest.approx(0.100)
+    for bad in (((0, 128, 0.001),), ((1, 0, 0.001),), ((1, 128, 0.001), (1, 128, 0.002)), ((1, 128, float("nan")),), ((1, 128),)):
+        with pytest.raises(HarnessError, match="mixed_correction_by_batch_tokens_s"):
+            LlamaServerSettings(mixed_correction_by_batch_tokens_s=bad)
 
 
 SAVE = {"prompt_save_s_per_prompt_token": 1e-3, "prompt_save_s_per_generated_token": 1e-4}
