@@ -1,6 +1,6 @@
 """Close the loop on the CPU: calibrate host constants, predict llama.cpp with the roofline, measure it, compare.
 
-  harness loop cpu                              Gemma 3 270M on llama.cpp, prompt 512, batches 1,2,4
+  harness loop cpu                              Gemma 3 270M on llama.cpp, prompt 512, batches 1..slots
   harness loop cpu --quick --reps 1             a fast pass (shorter calibration, one repetition)
   harness loop cpu --markdown docs/loop-cpu-result.md
   harness loop cpu --model PATH.gguf            any GGUF on the config's llama.cpp flags
@@ -57,7 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-tokens", type=int, default=512, help="prompt length for prefill and TTFT (default 512)")
     parser.add_argument("--decode-prompt-tokens", type=int, default=32, help="prompt length of the decode requests (default 32)")
     parser.add_argument("--output-tokens", type=int, default=64, help="tokens generated per decode request (default 64)")
-    parser.add_argument("--batches", default="1,2,4", help="decode batch sizes = concurrent requests (default 1,2,4)")
+    parser.add_argument("--batches", default=None, help="decode batch sizes = concurrent requests (default: every batch from 1 to "
+                        "the engine's slots, 1,2,3,4 with 4: the engine's step is not monotonic in the batch, so no batch is interpolated)")
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each stage measurement; the median is reported (default 3, 1 with --quick)")
     parser.add_argument("--model", default=None, help="a .gguf file to serve instead of the config's model (any GGUF)")
     parser.add_argument("--calibration", default=None, help="cpu: the engine's step-time calibration (`harness step-time fit`); gpu: a "
@@ -118,7 +119,7 @@ def _cpu(args: argparse.Namespace):
     opts = LoopOptions(
         config=args.config or "llama-cpp-gemma3-270m", model=args.model, calibration=args.calibration, proxy=args.proxy,
         prompt_tokens=args.prompt_tokens, decode_prompt_tokens=args.decode_prompt_tokens,
-        output_tokens=args.output_tokens, batches=_batches(args.batches), reps=1 if args.quick and args.reps == 3 else args.reps,
+        output_tokens=args.output_tokens, batches=_batches(args.batches) if args.batches else None, reps=1 if args.quick and args.reps == 3 else args.reps,
         quick=args.quick, stages=not args.no_stages, served=not args.no_served, mixes=_mixes(args.mixes),
         rate_fractions=_fractions(args.rates), point_duration_s=args.point_duration_s, seed=args.seed,
         capacity_requests=args.capacity_requests, probe=args.probe, repeats=args.repeats,

@@ -203,6 +203,10 @@ def test_options_name_the_flag():
     assert LoopOptions(capacity_requests=0).capacity_burst(4) == 0
     with pytest.raises(HarnessError, match="nothing to measure"):
         LoopOptions(stages=False, served=False)
+    assert LoopOptions().batches is None  # every batch up to the engine's slots, set when the engine config is read
+    for bad in ((), (0, 1), (True,)):
+        with pytest.raises(HarnessError, match="--batches"):
+            LoopOptions(batches=bad)
 
 
 _missing = None
@@ -277,7 +281,8 @@ def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fix
     log = tmp_path / "bodies.jsonl"
     cfg = config(tmp_path, model, fake_binary(tmp_path), extra=["--fake-save-s-per-token", "0.001", "--fake-body-log", str(log),
                                                                 "--fake-mixed-s", "0.05"])
-    r = run_loop(quick_opts(cfg, tmp_path), progress=None)
+    r = run_loop(quick_opts(cfg, tmp_path, batches=None), progress=None)
+    assert r.settings["batches"] == [1, 2]  # no --batches: every batch up to the engine's slots
     assert r.status == "complete"
     bodies = [json.loads(x) for x in log.read_text().splitlines()]
     # the isolated decode's streams run in slots 0..B-1 (consecutive ids: one micro-batch a step)
@@ -372,8 +377,10 @@ def test_stage_windows_predict_each_point_from_the_median_of_every_window(tmp_pa
     # the twin at that speed gives the TPOT the stand-in served; the prediction itself is unchanged
     sp = [(c.point, c.metric, c.speed_scale, c.at_speed, c.measured) for c in judged]
     assert all(c.speed_scale is not None and c.met_at_speed is not None for c in judged), sp
-    assert light and all(c.speed_scale == pytest.approx(2 / 3, abs=0.04) and c.at_speed == pytest.approx(c.measured, rel=0.06)
-                         for c in light), sp
+    # (rel 0.1: the stand-in's asyncio sleeps overshoot, on a slower VM the at-speed TPOT came out 0.92-0.98 of the
+    # measured one, 2026-12-02; unfitted, the prediction is 1.5x the measurement)
+    assert light and all(c.speed_scale == pytest.approx(2 / 3, abs=0.04) and c.at_speed == pytest.approx(c.measured, rel=0.1)
+                         for c in light), [(c.point, c.speed_scale, c.at_speed / c.measured) for c in light]
     assert "twin at the point's own speed (diagnostic, not held out)" in md and "- host speed (a diagnostic" not in md
     run_rows = run.table("loop_served_comparison")
     assert {"speed_scale", "at_speed"} <= set(run_rows.columns) and run_rows["speed_scale"].notna().any()

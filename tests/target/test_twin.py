@@ -69,6 +69,12 @@ def test_twin_spec_round_trip(tmp_path):
     p = save_twin(twin(), tmp_path / "twin.json")
     back = load_twin(p)
     assert back.settings == twin().settings and back.step_times == twin().step_times
+    # the loop's correction tables come back as the tuples they were (JSON writes lists)
+    from dataclasses import replace
+
+    corrected = replace(twin(), settings=replace(twin().settings, mixed_correction_by_batch_tokens_s=((1, 128, 0.02), (3, 128, 0.05)),
+                                                 prefill_correction_by_tokens_s=((32, 0.01),)))
+    assert load_twin(save_twin(corrected, tmp_path / "corrected.json")).settings == corrected.settings
     d = json.loads(p.read_text())
     d["schema_version"] = 99
     p.write_text(json.dumps(d))
