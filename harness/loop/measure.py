@@ -12,7 +12,7 @@ import statistics
 import threading
 import time
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from harness.engines import http
 from harness.errors import HarnessError
@@ -152,15 +152,21 @@ def mixed_decode_slots(batch: int) -> tuple[int, ...]:
     return tuple(i for i in range(batch + 1) if i != MIXED_PROMPT_SLOT)
 
 
-def mixed_phase(prompt_tokens: int, batch: int, decode: bool = False) -> str:
-    """The phase of a mixed-prompt measurement's prompt ("mixed@P/B") or of its decodes ("mixeddecode@P/B")."""
-    return f"{'mixeddecode' if decode else 'mixed'}@{int(prompt_tokens)}/{int(batch)}"
+MIXED_KINDS = ("mixed", "mixeddecode", "mixedalone")  # the prompt beside decodes, its decodes, the same prompt alone just before
+
+
+def mixed_phase(prompt_tokens: int, batch: int, kind: str = "mixed") -> str:
+    """The phase of a mixed-prompt measurement's prompt ("mixed@P/B"), of its decodes ("mixeddecode@P/B") or of the
+    same-length prompt sent alone just before them ("mixedalone@P/B")."""
+    if kind not in MIXED_KINDS:
+        raise ValueError(f"mixed-prompt phase kind {kind!r}: one of {', '.join(MIXED_KINDS)}")
+    return f"{kind}@{int(prompt_tokens)}/{int(batch)}"
 
 
 def parse_mixed_phase(phase: str) -> tuple[str, int, int] | None:
-    """("mixed" or "mixeddecode", P, B) of a mixed-prompt phase; None for any other phase."""
+    """(kind, P, B) of a mixed-prompt phase (kind one of MIXED_KINDS); None for any other phase."""
     kind, _, rest = phase.partition("@")
-    if kind not in ("mixed", "mixeddecode") or "/" not in rest:
+    if kind not in MIXED_KINDS or "/" not in rest:
         return None
     p, b = rest.split("/", 1)
     return kind, int(p), int(b)
@@ -172,13 +178,22 @@ def measure_mixed_prompts(endpoint: str, model: str, cases: Sequence[tuple[int, 
     tokens P, decode batch B, decode output tokens N) case and rep, B requests of `decode_prompt_tokens` tokens generating
     N each, started together in `mixed_decode_slots(B)` (phase "mixeddecode@P/B"), and, as soon as every one of them has
     streamed its first token, a P-token prompt with one output token in slot MIXED_PROMPT_SLOT (phase "mixed@P/B",
-    `sent_after_s` after the decodes' send). The engine's own prompt time of the P-token request is what the correction
-    is solved against; N must keep the decodes generating until the prompt is done (the caller sizes it from the
-    window's own prompt and step times). A prompt that finished after a decode did carries an error and is not used."""
+    `sent_after_s` after the decodes' send). Just before the decodes, a P-token prompt of other tokens runs alone in the
+    same slot (phase "mixedalone@P/B"): the correction is solved against the engine's prompt time beside the decodes
+    less this one's, measured seconds apart, so the host's drift over the window cancels (its speed moved 20-40 % within
+    a window on the 2026-12-02 evening VM). N must keep the decodes generating until the prompt is done (the caller sizes
+    it from the window's own prompt and step times). A prompt that finished after a decode did carries an error and is
+    not used."""
     checks: list[RequestCheck] = []
     for p, bsz, n in cases:
         slots = mixed_decode_slots(bsz)
         for rep in range(reps):
+            a = http.stream(endpoint + "/v1/completions",
+                            {**completion_body(model, token_prompt(int(p), 9300 + 43 * rep + p, vocab), 1), "id_slot": MIXED_PROMPT_SLOT})
+            if a.status != 200 or a.error:
+                raise HarnessError(f"mixed-prompt measurement (the {p}-token prompt alone before {bsz} decodes) failed "
+                                   f"(HTTP {a.status}): {a.error}")
+            checks.append(_check(mixed_phase(p, bsz, "mixedalone"), rep, a))
             first = threading.Barrier(bsz + 1)
             start = threading.Barrier(bsz)
             box: dict[int, Any] = {}
@@ -232,7 +247,7 @@ def measure_mixed_prompts(endpoint: str, model: str, cases: Sequence[tuple[int, 
             c = replace(_check(mixed_phase(p, bsz), rep, s), sent_after_s=t_send - min(t0))
             if min(t0) + min(d.e2e_s for d in ds) < t_done:
                 c = replace(c, error=f"a decode ({n} tokens) finished before the {p}-token prompt did; raise its tokens")
-            checks += [_check(mixed_phase(p, bsz, decode=True), rep, d) for d in ds] + [c]
+            checks += [_check(mixed_phase(p, bsz, "mixeddecode"), rep, d) for d in ds] + [c]
     return checks
 
 
@@ -315,9 +330,11 @@ def measure_prefill(endpoint: str, model: str, prompt_tokens: int, vocab: int, r
 
 
 def measure_decode(endpoint: str, model: str, batch: int, prompt_tokens: int, output_tokens: int, vocab: int,
-                   reps: int, pid: int | None = None, threads: int = 1, phase: str = "decode") -> tuple[Measured, list[RequestCheck]]:
+                   reps: int, pid: int | None = None, threads: int = 1, phase: str = "decode", rep0: int = 0,
+                   after_rep: Callable[[int], None] | None = None) -> tuple[Measured, list[RequestCheck]]:
     """`batch` concurrent streams started together; aggregate tokens/s = Σ per-request decode rates. The checks are
-    labelled `phase`@batch ("longdecode" for the long-context decode the context correction reads).
+    labelled `phase`@batch ("longdecode" for the long-context decode the context correction reads), reps numbered from
+    `rep0`; `after_rep(rep)` runs after each rep is measured (another measurement interleaved with these reps).
 
     Stream i runs in slot i (llama-server's request field `id_slot`): the B sequences are then consecutive slot ids, so
     each step is one micro-batch (split_equal takes consecutive ids only), the configuration the twin's corrections are
@@ -326,7 +343,7 @@ def measure_decode(endpoint: str, model: str, batch: int, prompt_tokens: int, ou
     14.6-15.9 ms at batch 1; the batch-2 correction is the step-time fit's own error at B = 2.)"""
     checks: list[RequestCheck] = []
     agg_eng, agg_client, shares = [], [], []
-    for rep in range(reps):
+    for rep in range(rep0, rep0 + reps):
         cs = CpuShare(pid, threads)
         results: list[http.StreamResult | None] = [None] * batch
         errors: list[BaseException] = []
@@ -364,6 +381,8 @@ def measure_decode(endpoint: str, model: str, batch: int, prompt_tokens: int, ou
                 cli += 1.0 / c.client_step_s
         agg_eng.append(eng)
         agg_client.append(cli)
+        if after_rep is not None:
+            after_rep(rep)
     return Measured(f"decode_tokens_per_s@{batch}", statistics.median(agg_eng), statistics.median(agg_client),
                     tuple(agg_eng), "engine: Σ predicted_n / predicted_ms over the concurrent requests; client: Σ 1 / the client's mean step "
                     "(RequestCheck.client_step_s)",

@@ -144,20 +144,24 @@ def _windows(r: LoopReport) -> list[str]:
              "Each window corrects the twin on its own; every served point is predicted from the median of all windows' "
              "corrections (made after the points ran; nothing served enters the corrections).", "",
              f"| window | began | after served point | requests | took | {p}-token prefill (engine) | "
-             + " | ".join([f"decode step B={b} (client)" for b in batches] + [f"{n}-token prompt beside {b} decode{'s' if b > 1 else ''} (engine)" for b, n in mixed])
+             + " | ".join([f"decode step B={b} (client)" for b in batches] + [f"{n}-token prompt beside {b} decode{'s' if b > 1 else ''} (engine; over the same alone just before)" for b, n in mixed])
              + " |", "|---|---|---|---|---|---|" + "---|" * (len(batches) + len(mixed))]
 
     def dec(w: dict[str, Any], b: int) -> float | None:
         return dict((int(k), v) for k, v in w.get("decode_step_s_by_batch") or ()).get(b)
 
-    def mix(w: dict[str, Any], cell: tuple[int, int]) -> float | None:
-        return {(int(b), int(n)): v for b, n, v in w.get("mixed_prompt_s") or ()}.get(cell)
+    def mix(w: dict[str, Any], cell: tuple[int, int], key: str = "mixed_prompt_s") -> float | None:
+        return {(int(b), int(n)): v for b, n, v in w.get(key) or ()}.get(cell)
+
+    def mix_cell(w: dict[str, Any], cell: tuple[int, int]) -> str:
+        extra = mix(w, cell, "mixed_extra_s")
+        return _ms(mix(w, cell)) + ("" if extra is None else f" ({extra * 1e3:+.0f})")
 
     for w in ws:
         after = "— (before them)" if w.get("after_point") is None else str(int(w["after_point"]) + 1)
         lines.append(f"| {int(w['index']) + 1} | {w['started_s'] / 60:.1f} min | {after} | {w['requests']} | {w['duration_s']:.0f} s | "
                      f"{_ms(w.get('prefill_prompt_s'))} | "
-                     + " | ".join([_ms(dec(w, b)) for b in batches] + [_ms(mix(w, c)) for c in mixed]) + " |")
+                     + " | ".join([_ms(dec(w, b)) for b in batches] + [mix_cell(w, c) for c in mixed]) + " |")
     sp = ([repeat_spread_pct([w.get("prefill_prompt_s") for w in ws])] + [repeat_spread_pct([dec(w, b) for w in ws]) for b in batches]
           + [repeat_spread_pct([mix(w, c) for w in ws]) for c in mixed])
     lines.append("| spread (max − min over the median) | | | | | " + " | ".join("—" if x is None else f"{x:.0f} %" for x in sp) + " |")

@@ -383,9 +383,25 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
     ms, cs = measure_prefill(url, served_name, opts.prompt_tokens, vocab, opts.reps, pid, threads)
     measured += ms
     keep(cs)
+    top = max(opts.batches)
+    n_long = max(1, opts.reps - 1) if top > 1 else 0
+
+    def long_decode(rep: int) -> None:
+        """The context correction's second batch, the largest, after long prompts: one rep after each of the first
+        `n_long` reps of the short-context decode at that batch (short, long, short, long, short), so that the
+        difference it is read from is measured seconds apart, not a minute (2026-12-02 18:52 run: one long rep at the
+        window's end measured 21, 9 and 0 ms above the short reps in the three windows, and the served load showed no
+        such growth)."""
+        if rep < n_long:
+            alive()
+            _, lc = measure_decode(url, served_name, top, opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS, vocab, 1, pid, threads,
+                                   phase="longdecode", rep0=rep)
+            keep(lc)
+
     for bsz in opts.batches:
         alive()
-        m, cs = measure_decode(url, served_name, bsz, opts.decode_prompt_tokens, opts.output_tokens, vocab, opts.reps, pid, threads)
+        m, cs = measure_decode(url, served_name, bsz, opts.decode_prompt_tokens, opts.output_tokens, vocab, opts.reps, pid, threads,
+                               after_rep=long_decode if bsz == top and n_long else None)
         measured.append(m)
         keep(cs)
     more = sorted({m[0] for m in opts.mixes} - {opts.prompt_tokens, opts.decode_prompt_tokens}) if opts.served else []
@@ -403,11 +419,6 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
         alive()
         cases = sorted({(opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS)} | ({tuple(m) for m in opts.mixes} if opts.served else set()))
         keep(measure_prompt_saves(url, served_name, cases, vocab, 2, sched.slots))
-    if max(opts.batches) > 1:  # the context correction's second batch: the largest, after long prompts
-        alive()
-        _, cs = measure_decode(url, served_name, max(opts.batches), opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS, vocab, 1, pid,
-                               threads, phase="longdecode")
-        keep(cs)
     return measured[n0:], checks[k0:]
 
 
@@ -825,32 +836,57 @@ def mixed_prompt_s(twin: Any, decode_prompt_tokens: int, decode_output_tokens: i
 class MixedCorrection:
     """What the twin misses of an iteration that carries a prompt chunk beside decode tokens, from the prompts sent while
     other slots decode (calibration subset "stages", `measure_mixed_prompts`): per (decode batch B, prompt length P),
-    the engine's median prompt time (`measured_s`) and the twin's own simulation of the same requests before this
-    correction (`twin_s`); `per_cell_s`, LlamaServerSettings.mixed_correction_by_batch_tokens_s, solved so the twin meets
-    the engine."""
+    the engine's median prompt time beside the decodes (`measured_s`) and alone just before them (`alone_s`, NaN where
+    not measured), the twin's own figure it was solved to meet (`target_s`: its own time for the prompt alone plus the
+    engine's median extra over the alone prompt just before, where measured; else the engine's time beside the decodes)
+    and the twin's simulation of the same requests before this correction (`twin_s`); `per_cell_s`,
+    LlamaServerSettings.mixed_correction_by_batch_tokens_s, solved so the twin meets `target_s`. `n_paired` of the
+    `n_requests` prompts had their alone prompt."""
 
     per_cell_s: tuple[tuple[int, int, float], ...]
     measured_s: tuple[tuple[int, int, float], ...]
     twin_s: tuple[tuple[int, int, float], ...]
     n_requests: int
+    alone_s: tuple[tuple[int, int, float], ...] = ()
+    target_s: tuple[tuple[int, int, float], ...] = ()
+    n_paired: int = 0
+
+
+def mixed_alone_s(twin: Any, prompt_tokens: int) -> float:
+    """The twin's own prompt time (`timings.prompt_ms`) for a `prompt_tokens` prompt alone in slot MIXED_PROMPT_SLOT of an
+    idle engine: what `measure_mixed_prompts` measures just before each prompt beside decodes."""
+    from harness.target.des import ArrivingRequest, simulate  # noqa: PLC0415
+
+    run = simulate(twin.make_scheduler, [ArrivingRequest(0.0, int(prompt_tokens), 1, slot=MIXED_PROMPT_SLOT)])
+    return float(run.first_token_s[0] - run.prompt_start_s[0])  # type: ignore[index]
 
 
 def mixed_correction(checks: Sequence[Any], twin: Any) -> MixedCorrection | None:
     """Solved like the prefill correction (`solve_knots`), one decode batch at a time (an iteration with B decode tokens
     reads B's row): the row's values at the measured prompt lengths, read by an iteration's prompt tokens (linear
     between, nearest outside), such that the twin's simulation of each measured mixed prompt (`mixed_prompt_s`, at its
-    own send delay; the median over the requests of each (B, P)) takes the engine's median prompt time. None when
-    nothing was measured, the engine is not llama.cpp or it has too few slots."""
+    own send delay; the median over the requests of each (B, P)) takes its target: the twin's own time for the prompt
+    alone (`mixed_alone_s`, which carries the prefill correction) plus what the engine took beside the decodes over
+    the same-length prompt alone just before them (phase "mixedalone", same window and rep). Differenced seconds apart,
+    the host's drift over the window cancels; the absolute time beside the decodes against a prefill correction
+    measured a minute earlier did not (the 2026-12-02 18:52 run solved B=1 512 tokens to +333 ms from windows 244 and
+    332 ms slower beside one decode than the window's prefill alone, and one 203 ms faster). A prompt without its alone
+    request (a run stored before it) is taken absolute. None when nothing was measured, the engine is not llama.cpp or
+    it has too few slots."""
     import numpy as np  # noqa: PLC0415
 
     if twin.engine != "llama.cpp" or twin.settings.slots <= MIXED_PROMPT_SLOT:
         return None
     decodes: dict[tuple[int, int, int, int], list[Any]] = {}
+    alone: dict[tuple[int, int, int, int], float] = {}
     for c in checks:
         ph = parse_mixed_phase(c.phase)
         if ph and ph[0] == "mixeddecode" and not c.error:
             decodes.setdefault((c.window, c.rep, ph[1], ph[2]), []).append(c)
-    cases: dict[tuple[int, int], list[tuple[int, int, float, float]]] = {}  # (B, P) -> (decode prompt, output, delay, engine s)
+        elif ph and ph[0] == "mixedalone" and not c.error and c.engine_prompt_s is not None:
+            alone[(c.window, c.rep, ph[1], ph[2])] = float(c.engine_prompt_s)
+    # (B, P) -> (decode prompt, output, delay, engine s beside the decodes, engine s alone just before or None)
+    cases: dict[tuple[int, int], list[tuple[int, int, float, float, float | None]]] = {}
     for c in checks:
         ph = parse_mixed_phase(c.phase)
         if not ph or ph[0] != "mixed" or c.error or c.engine_prompt_s is None or c.sent_after_s is None:
@@ -864,30 +900,35 @@ def mixed_correction(checks: Sequence[Any], twin: Any) -> MixedCorrection | None
         if not n_out or not n_in:
             continue
         cases.setdefault((b, p), []).append((int(n_in), int(n_out), max(0.0, c.sent_after_s - max(d.client_ttft_s for d in ds)),
-                                             float(c.engine_prompt_s)))
+                                             float(c.engine_prompt_s), alone.get((c.window, c.rep, p, b))))
     if not cases:
         return None
     from harness.target.des import ArrivingRequest, simulate  # noqa: PLC0415
 
     firsts = {(b, dp, n): float(max(simulate(twin.make_scheduler, [ArrivingRequest(0.0, dp, n, slot=s) for s in mixed_decode_slots(b)]).first_token_s))
-              for (b, _), v in cases.items() for dp, n, _, _ in v}
-    cells, measured, before = [], [], []
+              for (b, _), v in cases.items() for dp, n, _, _, _ in v}
+    twin_alone = {p: mixed_alone_s(twin, p) for _, p in cases}
+    cells, measured, before, alone_med, targets = [], [], [], [], []
     for b in sorted({b for b, _ in cases}):
         knots = sorted(p for bb, p in cases if bb == b)
 
         def simulated(values: Sequence[float], b: int = b, knots: list[int] = knots) -> np.ndarray:
             grid = tuple((bb, k, x) for bb, k, x in cells) + tuple((b, k, float(x)) for k, x in zip(knots, values))
             t = replace(twin, settings=replace(twin.settings, mixed_correction_by_batch_tokens_s=grid))
-            return np.array([statistics.median(mixed_prompt_s(t, dp, n, p, b, dl, firsts[(b, dp, n)]) for dp, n, dl, _ in cases[(b, p)])
+            return np.array([statistics.median(mixed_prompt_s(t, dp, n, p, b, dl, firsts[(b, dp, n)]) for dp, n, dl, _, _ in cases[(b, p)])
                              for p in knots])
 
-        target = [statistics.median(x[3] for x in cases[(b, p)]) for p in knots]
+        target = [statistics.median(m if a is None else twin_alone[p] + (m - a) for _, _, _, m, a in cases[(b, p)]) for p in knots]
         # the rows solved so far stay in the grid: at batch b only b's row is read (a measured batch), so they do not
         # move this row's figures, and the grid validates
         before += [(b, p, float(x)) for p, x in zip(knots, simulated([0.0] * len(knots)))]
         cells += [(b, p, x) for p, x in solve_knots(knots, target, simulated)]
-        measured += [(b, p, m) for p, m in zip(knots, target)]
-    return MixedCorrection(tuple(cells), tuple(measured), tuple(before), sum(len(v) for v in cases.values()))
+        measured += [(b, p, statistics.median(x[3] for x in cases[(b, p)])) for p in knots]
+        alone_med += [(b, p, statistics.median(a) if (a := [x[4] for x in cases[(b, p)] if x[4] is not None]) else math.nan)
+                      for p in knots]
+        targets += [(b, p, float(t)) for p, t in zip(knots, target)]
+    return MixedCorrection(tuple(cells), tuple(measured), tuple(before), sum(len(v) for v in cases.values()), tuple(alone_med),
+                           tuple(targets), sum(x[4] is not None for v in cases.values() for x in v))
 
 
 def solve_knots(knots: Sequence[int], target: Sequence[float], simulated: Callable[[Sequence[float]], Any]) -> tuple[tuple[int, float], ...]:
@@ -967,11 +1008,14 @@ def corrected_twin(twin: Any, checks: Sequence[Any], opts: LoopOptions) -> tuple
     mc = mixed_correction(checks, twin)  # after the prefill correction: the twin's mixed prompts carry it
     if mc is not None:
         per = ", ".join(f"B={b} {p} tokens {x * 1e3:+.1f} ms" for b, p, x in mc.per_cell_s)
-        how = "; ".join(f"B={b} {p} tokens {m * 1e3:.1f} ms (twin {t * 1e3:.1f})" for (b, p, m), (_, _, t) in zip(mc.measured_s, mc.twin_s))
+        how = "; ".join(f"B={b} {p} tokens {m * 1e3:.1f} ms" + ("" if math.isnan(a) else f" against {a * 1e3:.1f} alone just before")
+                        + f", twin {t * 1e3:.1f} before, target {g * 1e3:.1f}"
+                        for (b, p, m), (_, _, a), (_, _, t), (_, _, g) in zip(mc.measured_s, mc.alone_s, mc.twin_s, mc.target_s))
         twin = add(f"mixed-iteration correction by the decode batch and prompt tokens of an iteration that carries both ({per}; "
                    f"linear between, nearest outside), solved so that the twin's own simulation of each prompt sent while B "
-                   f"other slots decode takes the engine's prompt time ({mc.n_requests} requests, engine median against the "
-                   f"twin before this correction: {how}): calibration subset 'stages'",
+                   f"other slots decode takes the twin's time for it alone plus the engine's extra over the same-length "
+                   f"prompt alone just before ({mc.n_requests} requests, {mc.n_paired} paired; engine medians: {how}): "
+                   "calibration subset 'stages'",
                    mixed_correction_by_batch_tokens_s=mc.per_cell_s)
     return twin, notes
 

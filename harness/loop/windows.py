@@ -134,6 +134,7 @@ class WindowSummary:
     prefill_prompt_s: float | None
     decode_step_s_by_batch: tuple[tuple[int, float], ...]
     mixed_prompt_s: tuple[tuple[int, int, float], ...] = ()  # (decode batch, prompt tokens, seconds)
+    mixed_extra_s: tuple[tuple[int, int, float], ...] = ()  # the same over the same-length prompt alone just before (median)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -146,14 +147,20 @@ def summarise(checks: Sequence[Any], index: int) -> WindowSummary:
     pre = [c.engine_prompt_s for c in mine if c.phase == "prefill" and c.engine_prompt_s is not None]
     by_b: dict[int, list[float]] = {}
     mixed: dict[tuple[int, int], list[float]] = {}
+    alone = {(c.rep, ph[2], ph[1]): c.engine_prompt_s for c in mine
+             if (ph := parse_mixed_phase(c.phase)) and ph[0] == "mixedalone" and c.engine_prompt_s is not None}
+    extra: dict[tuple[int, int], list[float]] = {}
     for c in mine:
         if c.phase.startswith("decode@") and (st := c.client_step_s) is not None:
             by_b.setdefault(int(c.phase.split("@", 1)[1]), []).append(st)
         elif (ph := parse_mixed_phase(c.phase)) and ph[0] == "mixed" and c.engine_prompt_s is not None:
             mixed.setdefault((ph[2], ph[1]), []).append(c.engine_prompt_s)
+            if (a := alone.get((c.rep, ph[2], ph[1]))) is not None:
+                extra.setdefault((ph[2], ph[1]), []).append(c.engine_prompt_s - a)
     return WindowSummary(index, statistics.median(pre) if pre else None,
                          tuple((b, statistics.median(v)) for b, v in sorted(by_b.items())),
-                         tuple((b, p, statistics.median(v)) for (b, p), v in sorted(mixed.items())))
+                         tuple((b, p, statistics.median(v)) for (b, p), v in sorted(mixed.items())),
+                         tuple((b, p, statistics.median(v)) for (b, p), v in sorted(extra.items())))
 
 
 __all__ = ["WINDOW_MODES", "StageWindow", "WindowSummary", "bracket", "combine", "summarise", "window_checks",

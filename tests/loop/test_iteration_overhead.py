@@ -164,19 +164,23 @@ def test_the_twin_adds_the_context_correction_per_decode_sequence():
     assert tpot(corrected, 984, 4) - tpot(plain, 984, 4) == pytest.approx(4 * 4e-6 * (984 + 17 - 100), rel=0.05)
 
 
-def _mixed_checks(truth_twin, cases, window=0):
-    """The checks measure_mixed_prompts would write had the engine been `truth_twin`: per (P, B, delay) B decodes of 32
-    tokens generating 200 (their first tokens 0.2 s after their send) and a P-token prompt sent `delay` after those."""
+def _mixed_checks(truth_twin, cases, window=0, host=1.0, alone=False):
+    """The checks measure_mixed_prompts would write had the engine been `truth_twin` on a host `host` x slower than when
+    the rest of the window was measured: per (P, B, delay) B decodes of 32 tokens generating 200 (their first tokens
+    0.2 s after their send) and a P-token prompt sent `delay` after those; with `alone`, the same prompt alone just before."""
     from harness.loop.measure import mixed_phase
-    from harness.loop.run import mixed_prompt_s
+    from harness.loop.run import mixed_alone_s, mixed_prompt_s
 
     out = []
     for rep, (p, b, delay) in enumerate(cases):
-        out += [SimpleNamespace(phase=mixed_phase(p, b, decode=True), window=window, rep=rep, error=None, client_ttft_s=0.2,
+        if alone:
+            out.append(SimpleNamespace(phase=mixed_phase(p, b, "mixedalone"), window=window, rep=rep, error=None,
+                                       engine_prompt_tokens=p, engine_prompt_s=host * mixed_alone_s(truth_twin, p)))
+        out += [SimpleNamespace(phase=mixed_phase(p, b, "mixeddecode"), window=window, rep=rep, error=None, client_ttft_s=0.2,
                                 usage_completion_tokens=200, engine_predicted_tokens=200, engine_prompt_tokens=32,
                                 usage_prompt_tokens=32) for _ in range(b)]
         out.append(SimpleNamespace(phase=mixed_phase(p, b), window=window, rep=rep, error=None, sent_after_s=0.2 + delay,
-                                   engine_prompt_tokens=p, engine_prompt_s=mixed_prompt_s(truth_twin, 32, 200, p, b, delay)))
+                                   engine_prompt_tokens=p, engine_prompt_s=host * mixed_prompt_s(truth_twin, 32, 200, p, b, delay)))
     return out
 
 
@@ -200,6 +204,33 @@ def test_mixed_correction_recovers_what_a_prompt_costs_beside_decodes(settings):
     fixed = replace(twin, settings=replace(twin.settings, mixed_correction_by_batch_tokens_s=mc.per_cell_s))
     for b in (1, 3):
         assert mixed_prompt_s(fixed, 32, 200, 128, b, 0.004) == pytest.approx(mixed_prompt_s(engine, 32, 200, 128, b, 0.004), abs=1e-5)
+
+
+def test_mixed_correction_takes_the_extra_over_the_alone_prompt_just_before_so_host_drift_cancels():
+    """The prompts beside the decodes ran on a host 30 % slower than the window's prefill correction was measured on;
+    their alone prompts just before ran there too. Paired, the twin is solved to its own alone time plus the engine's
+    extra (the extra itself 1.3 x, the only trace of the drift); taken absolute, the correction absorbs 30 % of the
+    whole prompt."""
+    from harness.loop.run import mixed_alone_s, mixed_correction, mixed_prompt_s
+
+    truth = ((1, 128, 0.030), (1, 512, 0.055))
+    twin = _twin()
+    engine = replace(twin, settings=replace(twin.settings, mixed_correction_by_batch_tokens_s=truth))
+    cases = [(128, 1, 0.004), (128, 1, 0.009), (512, 1, 0.002), (512, 1, 0.011)]
+    paired = mixed_correction(_mixed_checks(engine, cases, host=1.3, alone=True), twin)
+    assert paired is not None and paired.n_paired == paired.n_requests == 4
+    fixed = replace(twin, settings=replace(twin.settings, mixed_correction_by_batch_tokens_s=paired.per_cell_s))
+    for p, delay in ((128, 0.004), (512, 0.011)):
+        want = 1.3 * (mixed_prompt_s(engine, 32, 200, p, 1, delay) - mixed_alone_s(engine, p))
+        assert mixed_prompt_s(fixed, 32, 200, p, 1, delay) - mixed_alone_s(fixed, p) == pytest.approx(want, abs=2e-3)
+    assert [a for _, _, a in paired.alone_s] == pytest.approx([1.3 * mixed_alone_s(engine, p) for p in (128, 512)])
+    absolute = mixed_correction(_mixed_checks(engine, cases, host=1.3), twin)  # no alone prompts (a run stored before them)
+    assert absolute is not None and absolute.n_paired == 0
+    for (_, p, x), (_, _, t) in zip(absolute.per_cell_s, truth):
+        assert x - t > 0.25 * mixed_alone_s(engine, p)  # the drift lands in the correction (one mixed iteration here)
+    # a window without drift: paired and absolute agree with the truth
+    same = mixed_correction(_mixed_checks(engine, cases, alone=True), twin)
+    assert [x for _, _, x in same.per_cell_s] == pytest.approx([0.030, 0.055], abs=1e-5)
 
 
 def test_mixed_correction_leaves_out_failed_requests_and_needs_two_slots():

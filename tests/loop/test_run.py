@@ -292,9 +292,14 @@ def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fix
     # instead of in its first request
     small = [i for i, b in enumerate(bodies) if b["n_prompt"] == 16 and b["max_tokens"] == 1 and b["id_slot"] is None]
     assert len(small) == 2 * 2 + 2 * 2 * 2 + 2 * 2
-    last_stage = max(i for i, b in enumerate(bodies) if b["n_prompt"] == 64)  # the long-context decode ends the stages
-    first_served = min(i for i, b in enumerate(bodies) if i > last_stage and b["max_tokens"] == 6)
-    assert [first_served - 2, first_served - 1] == [i for i in small if last_stage < i < first_served]
+    last_case = max(i for i, b in enumerate(bodies) if b["n_prompt"] == 64)  # the copy's last case (64/33) ends the stages
+    first_served = min(i for i, b in enumerate(bodies) if i > last_case and b["max_tokens"] == 6)
+    # its two probes, then the two settling requests
+    assert [last_case + 1, last_case + 2, first_served - 2, first_served - 1] == [i for i in small if last_case < i < first_served]
+    # the long-context decode (64-token prompts in slots 0 and 1) right after the batch-2 decode's rep, before the prompts
+    long_ = [i for i, b in enumerate(bodies) if b["n_prompt"] == 64 and b["id_slot"] is not None]
+    dec2 = [i for i, b in enumerate(bodies) if b["n_prompt"] == 8 and b["id_slot"] == 1 and b["max_tokens"] == 8]
+    assert len(long_) == 2 and dec2 and max(dec2) < min(long_) < min(i for i, b in enumerate(bodies) if b["n_prompt"] == 48)
     assert any(c.phase.startswith("save@") for c in r.checks) and any(c.phase == "savebase" for c in r.checks)
     tw = r.twin["settings"]
     copy_48_6 = tw["prompt_save_s_per_prompt_token"] * 48 + tw["prompt_save_s_per_generated_token"] * 5
@@ -306,7 +311,10 @@ def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fix
     mixed = [c for c in r.checks if c.phase == "mixed@48/1"]
     assert len(mixed) == 2 and all(c.sent_after_s > 0 and not c.error for c in mixed)
     assert all(c.engine_prompt_s > 0.05 for c in mixed)
-    assert sum(1 for b in bodies if b["id_slot"] == 1 and b["n_prompt"] == 48 and b["max_tokens"] == 1) == 2
+    # each beside the decode, and each alone in the same slot just before the decode started
+    assert sum(1 for b in bodies if b["id_slot"] == 1 and b["n_prompt"] == 48 and b["max_tokens"] == 1) == 4
+    alone = [c for c in r.checks if c.phase == "mixedalone@48/1"]
+    assert len(alone) == 2 and all(c.engine_prompt_s < 0.05 for c in alone)
     (b, k, corr), = tw["mixed_correction_by_batch_tokens_s"]  # two slots: one decode beside the prompt
     assert (b, k) == (1, 48) and 0.035 < corr < 0.065
     assert any(n.startswith("mixed-iteration correction") for n in r.notes)
@@ -360,7 +368,8 @@ def test_stage_windows_predict_each_point_from_the_median_of_every_window(tmp_pa
     assert all(c.within_band for c in tp)  # the points ran at the fast windows' speed, the band's low end
     md = render_markdown(r)
     assert "### Stage windows" in md and "verdict with window 1 alone" in md and "| spread" in md
-    assert "48-token prompt beside 1 decode (engine)" in md and all(w["mixed_prompt_s"] for w in r.stage_windows)
+    assert "48-token prompt beside 1 decode (engine; over the same alone just before)" in md
+    assert all(w["mixed_prompt_s"] and w["mixed_extra_s"] for w in r.stage_windows)
     assert "single windows' predictions" in md and any(n.startswith("host drift against model error") for n in r.notes)
     assert any(n.startswith("stage windows: 4 measurements") for n in r.notes)
     # every judged figure's conditioning, from the twin that predicted it: TPOT follows the step time, ±2 % about
@@ -393,3 +402,34 @@ def test_stage_windows_flag_is_checked():
         LoopOptions(stage_windows=2, probe=True)
     assert LoopOptions().n_windows == 3 and LoopOptions(quick=True).n_windows == 1 and LoopOptions(probe=True).n_windows == 1
     assert LoopOptions(served=False).n_windows == 1
+
+
+def test_stage_window_interleaves_the_long_context_decode_with_the_largest_batch(monkeypatch):
+    """short, long, short, long, short at the largest batch (3 reps): the context correction's difference is measured
+    seconds apart; the other batches run their reps alone; --quick (1 rep): short, long."""
+    from types import SimpleNamespace
+
+    import harness.loop.run as run_mod
+    from harness.loop.measure import Measured
+
+    calls: list[str] = []
+
+    def decode(url, name, batch, prompt, out, vocab, reps, pid=None, threads=1, phase="decode", rep0=0, after_rep=None):
+        for rep in range(rep0, rep0 + reps):
+            calls.append(f"{phase}@{batch}#{rep}")
+            if after_rep is not None:
+                after_rep(rep)
+        return Measured(f"decode_tokens_per_s@{batch}", 1.0, 1.0, (1.0,), ""), []
+
+    monkeypatch.setattr(run_mod, "measure_prefill", lambda *a, **k: ([], []))
+    monkeypatch.setattr(run_mod, "measure_decode", decode)
+    sched = SimpleNamespace(slots=4, n_ctx_slot=2048, prompt_cache_ram=False)
+    for reps, want in ((3, ["decode@4#0", "longdecode@4#0", "decode@4#1", "longdecode@4#1", "decode@4#2"]),
+                       (1, ["decode@4#0", "longdecode@4#0"])):
+        calls.clear()
+        opts = LoopOptions(config="x", batches=(1, 4), reps=reps, served=False)
+        run_mod.measure_stage_window("http://x", "m", opts, 1000, sched, None, 2)
+        assert calls == [f"decode@1#{r}" for r in range(reps)] + want
+    calls.clear()  # a single batch of 1: no long-context decode at another batch
+    run_mod.measure_stage_window("http://x", "m", LoopOptions(config="x", batches=(1,), reps=2, served=False), 1000, sched, None, 2)
+    assert calls == ["decode@1#0", "decode@1#1"]
