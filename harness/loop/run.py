@@ -34,7 +34,8 @@ from harness.loop.measure import (MIXED_PROMPT_SLOT, PREFILL_DECODE_TOKENS, SAVE
 from harness.loop.predict import predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
 from harness.loop.speed import SPEED_SCALE_BOUNDS, fit_speed, step_scaled
-from harness.loop.windows import WINDOW_MODES, StageWindow, combine, summarise, window_checks, window_points, windows_for
+from harness.loop.windows import (WINDOW_MODES, StageWindow, combine, correction_summary, summarise, window_checks, window_points,
+                                  windows_for)
 
 DEFAULT_MIXES = ((512, 64), (128, 256))
 DEFAULT_RATE_FRACTIONS = (0.2, 0.5, 0.8, 1.2)  # of the predicted capacity; 1.2 measures the capacity itself
@@ -1129,6 +1130,12 @@ def windowed_predictions(state: dict[str, Any], opts: LoopOptions, writer: Any, 
             f"{v['bracketing']}; with window 1 alone (how the points were planned): {v['first']}")
     state["notes"].append(note)
     say(note)
+    every = tuple(w.index for w in wins)
+    if len(every) > 1:  # the corrections the verdict's predictions used; the notes above them are window 1's alone
+        state["notes"].append(f"stage corrections every point was predicted with, the median over windows "
+                              f"{'+'.join(str(i + 1) for i in every)} (each window's own in brackets, in order): "
+                              + correction_summary(twin_of(every), [twin_of((i,)) for i in every]))
+        say(state["notes"][-1])
     bs = band_summary(served_rows(state))
     if bs is not None:
         state["notes"].append(f"host drift against model error: of the {bs[0]} judged figures outside target, {bs[1]} lie within "
@@ -1138,6 +1145,9 @@ def windowed_predictions(state: dict[str, Any], opts: LoopOptions, writer: Any, 
         say(state["notes"][-1])
     if writer:
         writer.write_json("twin-windows.json", {"+".join(str(i + 1) for i in idx): twin_dict(t) for idx, t in twins.items()})
+        # twin.json is the twin that made the prediction compared (bench-pd --calibration reads it); window 1's, which
+        # planned the points, stays in twin-windows.json as "1"
+        writer.write_json("twin.json", twin_dict(twin_of(every)))
         writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted
                                           | {"revision": 4, "window_mode": mode}
                                           for mode in WINDOW_MODES if mode != "first"

@@ -113,6 +113,36 @@ def combine(twins: Sequence[Any], label: str = "") -> Any:
     return replace(first, settings=replace(first.settings, **upd), notes=(*first.notes, note))
 
 
+# the stage corrections a note lists, with the unit each is read in: (field, label of one cell, scale, unit)
+SUMMARY_CORRECTIONS = (("prefill_correction_by_tokens_s", "prefill {} tokens", 1e3, "ms"),
+                       ("decode_correction_by_batch_s", "decode B={}", 1e3, "ms"),
+                       ("decode_context_s_per_token_by_batch", "context B={}", 1e6, "µs a token"),
+                       ("mixed_correction_by_batch_tokens_s", "mixed B={} {} tokens", 1e3, "ms"))
+
+
+def correction_summary(combined: Any, singles: Sequence[Any]) -> str:
+    """Every cell of the stage correction tables of `combined` (the twin the points are predicted with), each with what
+    the single windows' twins read there in brackets, in window order (how far the windows agreed): "prefill 512
+    tokens +232.5 ms (+232.5, +24.7, +330.1); ..."."""
+    from harness.target.llama_server import interpolate_grid, interpolate_knots  # noqa: PLC0415
+
+    def read(t: Any, f: str, key: list[Any], scale: float, digits: int) -> str:
+        tab = tuple(getattr(t.settings, f, ()) or ())
+        if not tab:
+            return "—"
+        x = interpolate_grid(tab, *key) if f in GRID_CORRECTIONS else interpolate_knots(tab, key[0])
+        return f"{x * scale:+.{digits}f}"
+
+    parts = []
+    for f, label, scale, unit in SUMMARY_CORRECTIONS:
+        digits = 2 if scale > 1e3 else 1
+        for cell in tuple(getattr(combined.settings, f, ()) or ()):
+            *key, value = cell
+            each = ", ".join(read(t, f, key, scale, digits) for t in singles)
+            parts.append(f"{label.format(*key)} {value * scale:+.{digits}f} {unit} ({each})")
+    return "; ".join(parts)
+
+
 def window_checks(checks: Sequence[Any], index: int) -> list[Any]:
     """The request checks one window's correction uses: its own, and for a later window also window 0's prompt-cache
     copy measurement (measured there only: harness.loop.run.measure_stage_window)."""
@@ -163,5 +193,5 @@ def summarise(checks: Sequence[Any], index: int) -> WindowSummary:
                          tuple((b, p, statistics.median(v)) for (b, p), v in sorted(extra.items())))
 
 
-__all__ = ["WINDOW_MODES", "StageWindow", "WindowSummary", "bracket", "combine", "summarise", "window_checks",
+__all__ = ["WINDOW_MODES", "StageWindow", "WindowSummary", "bracket", "combine", "correction_summary", "summarise", "window_checks",
            "window_points", "windows_for"]

@@ -362,6 +362,11 @@ def test_stage_windows_predict_each_point_from_the_median_of_every_window(tmp_pa
     assert {int(x.point): x.tpot_p50_s for x in w4[w4.window_mode == "all"].itertuples()} == pytest.approx(final)
     assert set(r.window_verdicts) == {"all", "bracketing", "first"}
     assert set(run.json("twin-windows.json")) == {"1", "2", "3", "4", "1+2", "2+3", "3+4", "1+2+3+4"}
+    # twin.json is the twin the verdict's predictions came from (every window's median), not window 1's that planned them
+    assert run.json("twin.json")["settings"] == run.json("twin-windows.json")["1+2+3+4"]["settings"]
+    assert run.json("twin.json")["settings"] != run.json("twin-windows.json")["1"]["settings"]
+    summary, = [n for n in r.notes if n.startswith("stage corrections every point was predicted with, the median over windows 1+2+3+4")]
+    assert "decode B=1 " in summary and summary.count("(") >= 2
     # each judged figure carries the range of the single windows' predictions: the slow windows widen every band
     tp = [c for c in r.served_comparisons if c.metric == "tpot_p50_s"]
     assert tp and all(c.band_hi > 1.6 * c.band_lo for c in tp)

@@ -49,16 +49,19 @@ def test_a_later_window_takes_the_prompt_cache_copy_from_window_0():
     assert window_checks(cs, 0) == [c for c in cs if c.window == 0]
 
 
-def test_combine_takes_the_median_of_each_correction_at_every_knot():
-    from harness.loop.windows import combine
+def twin(over, b4, pre512, ctx, mixed=()):
+    """A llama.cpp twin with these stage corrections (what one window's corrected twin carries)."""
     from harness.target.llama_server import LlamaServerSettings
     from harness.target.twin import TwinSpec
 
-    def twin(over, b4, pre512, ctx, mixed=()):
-        s = LlamaServerSettings(slots=4, ctx_size=8192, request_overhead_s=over, iteration_overhead_s=over,
-                                decode_correction_by_batch_s=((1, 0.0), (4, b4)), prefill_correction_by_tokens_s=((512, pre512),),
-                                decode_context_s_per_token_by_batch=ctx, mixed_correction_by_batch_tokens_s=mixed)
-        return TwinSpec("llama.cpp", s, None, "m.gguf", "test", ())
+    s = LlamaServerSettings(slots=4, ctx_size=8192, request_overhead_s=over, iteration_overhead_s=over,
+                            decode_correction_by_batch_s=((1, 0.0), (4, b4)), prefill_correction_by_tokens_s=((512, pre512),),
+                            decode_context_s_per_token_by_batch=ctx, mixed_correction_by_batch_tokens_s=mixed)
+    return TwinSpec("llama.cpp", s, None, "m.gguf", "test", ())
+
+
+def test_combine_takes_the_median_of_each_correction_at_every_knot():
+    from harness.loop.windows import combine
 
     ts = [twin(0.001, 0.002, 0.05, ((1, 1e-6),), ((1, 128, 0.03), (3, 128, 0.2))), twin(0.003, 0.004, 0.03, ((1, 3e-6),), ((1, 128, 0.05),)),
           twin(0.002, -0.001, 0.10, (), ((1, 128, 0.01), (3, 128, 0.1)))]
@@ -80,3 +83,19 @@ def replace_knots(t, knots):
     from dataclasses import replace
 
     return replace(t, settings=replace(t.settings, prefill_correction_by_tokens_s=knots))
+
+
+def test_the_correction_summary_lists_every_cell_of_the_combined_twin_with_each_window_read_there():
+    from harness.loop.windows import combine, correction_summary
+
+    ts = [twin(0.001, 0.002, 0.05, ((1, 1e-6),), ((1, 128, 0.03), (3, 128, 0.2))), twin(0.003, 0.004, 0.03, ((1, 3e-6),), ((1, 128, 0.05),)),
+          twin(0.002, -0.001, 0.10, (), ((1, 128, 0.01), (3, 128, 0.1)))]
+    text = correction_summary(combine(ts), ts)
+    assert text.split("; ") == [
+        "prefill 512 tokens +50.0 ms (+50.0, +30.0, +100.0)",
+        "decode B=1 +0.0 ms (+0.0, +0.0, +0.0)",
+        "decode B=4 +2.0 ms (+2.0, +4.0, -1.0)",
+        "context B=1 +2.00 µs a token (+1.00, +3.00, —)",  # the window without one shows a dash
+        "mixed B=1 128 tokens +30.0 ms (+30.0, +50.0, +10.0)",
+        "mixed B=3 128 tokens +100.0 ms (+200.0, +50.0, +100.0)"]  # window 2 has no batch-3 row: it reads batch 1's
+    assert correction_summary(twin(0.0, 0.0, 0.0, ()), []) == "prefill 512 tokens +0.0 ms (); decode B=1 +0.0 ms (); decode B=4 +0.0 ms ()"
