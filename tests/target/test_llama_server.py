@@ -160,6 +160,24 @@ def test_decode_correction_by_batch_interpolates_and_applies_per_iteration():
         LlamaServerSettings(decode_correction_by_batch_s=((1, 0.001), (1, 0.002)))
 
 
+def test_a_decode_split_into_micro_batches_pays_each_ones_correction_by_its_width():
+    """Decodes in slots 0, 2, 3: split_equal makes micro-batches of 1 and 2 (steps 11 + 12 ms here); each pays the
+    correction of its own width (+1 and +5 ms), not the batch-3 one (+20 ms) measured on three consecutive slots, which
+    slots 0, 1, 2 still pay."""
+    corr = ((1, 0.001), (2, 0.005), (3, 0.020))
+    st = LlamaServerSettings(slots=4, ctx_size=4096, decode_correction_by_batch_s=corr)
+    assert st.iteration_extra_s(3) == st.iteration_extra_s(3, [3]) == pytest.approx(0.020)
+    assert st.iteration_extra_s(3, [1, 2]) == pytest.approx(0.006)
+
+    def step_s(slots):
+        r = simulate(sched(decode_correction_by_batch_s=corr), [ArrivingRequest(0.0, 10, 5, slot=s) for s in slots])
+        return (max(r.finished_s) - max(r.first_token_s)) / 4
+
+    assert step_s((0, 1, 2)) == pytest.approx(0.013 + 0.020)
+    assert step_s((0, 2, 3)) == pytest.approx(0.011 + 0.001 + 0.012 + 0.005)
+    assert step_s((0, 1, 3)) == pytest.approx(0.012 + 0.005 + 0.011 + 0.001)
+
+
 def test_prefill_correction_by_prompt_length_interpolates_and_applies_to_prompt_microbatches():
     st = LlamaServerSettings(prefill_correction_by_tokens_s=[[512, 0.028], [32, 0.041]])  # as JSON gives it
     assert st.prefill_correction_by_tokens_s == ((32, 0.041), (512, 0.028))
