@@ -172,6 +172,17 @@ def parse_mixed_phase(phase: str) -> tuple[str, int, int] | None:
     return kind, int(p), int(b)
 
 
+def mixed_alone_prompt_s(checks: Sequence[Any]) -> dict[tuple[int, int, int, int], float]:
+    """(window, rep, P, B) -> the engine's prompt time of the P-token prompt sent alone just before that rep's decodes
+    (phase "mixedalone@P/B", without error): what each prompt beside decodes is paired with."""
+    out: dict[tuple[int, int, int, int], float] = {}
+    for c in checks:
+        ph = parse_mixed_phase(c.phase)
+        if ph and ph[0] == "mixedalone" and not c.error and c.engine_prompt_s is not None:
+            out[(c.window, c.rep, ph[1], ph[2])] = float(c.engine_prompt_s)
+    return out
+
+
 def measure_mixed_prompts(endpoint: str, model: str, cases: Sequence[tuple[int, int, int]], vocab: int, reps: int,
                           decode_prompt_tokens: int) -> list[RequestCheck]:
     """Prompts sent while other slots decode (LlamaServerSettings.mixed_correction_by_batch_tokens_s): per (prompt
@@ -180,8 +191,8 @@ def measure_mixed_prompts(endpoint: str, model: str, cases: Sequence[tuple[int, 
     streamed its first token, a P-token prompt with one output token in slot MIXED_PROMPT_SLOT (phase "mixed@P/B",
     `sent_after_s` after the decodes' send). Just before the decodes, a P-token prompt of other tokens runs alone in the
     same slot (phase "mixedalone@P/B"): the correction is solved against the engine's prompt time beside the decodes
-    less this one's, measured seconds apart, so the host's drift over the window cancels (its speed moved 20-40 % within
-    a window on the 2026-12-02 evening VM). N must keep the decodes generating until the prompt is done (the caller sizes
+    less this one's, measured seconds apart, so the host's drift over the window cancels (the windows' 512-token prefill
+    moved 7-37 % within a run on the 2026-12-02 evening VM). N must keep the decodes generating until the prompt is done (the caller sizes
     it from the window's own prompt and step times). A prompt that finished after a decode did carries an error and is
     not used."""
     checks: list[RequestCheck] = []

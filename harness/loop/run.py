@@ -29,7 +29,8 @@ from harness.loop.compare import (CONDITION_STEP_PCT, TARGETS_PCT, ServedCompari
                                   compare_capacity_burst, compare_served, condition_summary, served_verdict, speed_summary)
 from harness.loop.measure import (MIXED_PROMPT_SLOT, PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, ServedMeasurement, combine_repeats,
                                   completion_body, fit_prompts, measure_decode, measure_mixed_prompts, measure_prefill,
-                                  measure_prompt_saves, measure_prompts, measure_served, mixed_decode_slots, parse_mixed_phase,
+                                  measure_prompt_saves, measure_prompts, measure_served, mixed_alone_prompt_s, mixed_decode_slots,
+                                  parse_mixed_phase,
                                   settle_slots, token_prompt)
 from harness.loop.predict import predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
@@ -742,13 +743,14 @@ def prompt_save(checks: Sequence[Any]) -> PromptSave | None:
     return PromptSave(per_p, per_g, max(0.0, b), len(base), knots)
 
 
-def prompt_alone_s(twin: Any, prompt_tokens: int) -> float:
-    """The twin's own prompt time for one request of `prompt_tokens` tokens sent to an idle engine: its first token's
-    instant minus its arrival and the request overhead (what llama-server's `timings.prompt_ms` measures), simulated
-    with every split (checkpoints, -ub) and per-iteration correction the twin applies."""
+def prompt_alone_s(twin: Any, prompt_tokens: int, slot: int | None = None) -> float:
+    """The twin's own prompt time for one request of `prompt_tokens` tokens sent to an idle engine (in `slot` when
+    given, as the mixed-prompt measurement's alone prompts are): its first token's instant minus its arrival and the
+    request overhead (what llama-server's `timings.prompt_ms` measures), simulated with every split (checkpoints, -ub)
+    and per-iteration correction the twin applies."""
     from harness.target.des import ArrivingRequest, simulate  # noqa: PLC0415
 
-    run = simulate(twin.make_scheduler, [ArrivingRequest(0.0, int(prompt_tokens), 1)])
+    run = simulate(twin.make_scheduler, [ArrivingRequest(0.0, int(prompt_tokens), 1, slot=slot)])
     return float(run.first_token_s[0] - run.arrival_s[0]) - float(getattr(twin.settings, "request_overhead_s", 0.0))
 
 
@@ -853,21 +855,12 @@ class MixedCorrection:
     n_paired: int = 0
 
 
-def mixed_alone_s(twin: Any, prompt_tokens: int) -> float:
-    """The twin's own prompt time (`timings.prompt_ms`) for a `prompt_tokens` prompt alone in slot MIXED_PROMPT_SLOT of an
-    idle engine: what `measure_mixed_prompts` measures just before each prompt beside decodes."""
-    from harness.target.des import ArrivingRequest, simulate  # noqa: PLC0415
-
-    run = simulate(twin.make_scheduler, [ArrivingRequest(0.0, int(prompt_tokens), 1, slot=MIXED_PROMPT_SLOT)])
-    return float(run.first_token_s[0] - run.prompt_start_s[0])  # type: ignore[index]
-
-
 def mixed_correction(checks: Sequence[Any], twin: Any) -> MixedCorrection | None:
     """Solved like the prefill correction (`solve_knots`), one decode batch at a time (an iteration with B decode tokens
     reads B's row): the row's values at the measured prompt lengths, read by an iteration's prompt tokens (linear
     between, nearest outside), such that the twin's simulation of each measured mixed prompt (`mixed_prompt_s`, at its
     own send delay; the median over the requests of each (B, P)) takes its target: the twin's own time for the prompt
-    alone (`mixed_alone_s`, which carries the prefill correction) plus what the engine took beside the decodes over
+    alone in its slot (`prompt_alone_s`, which carries the prefill correction) plus what the engine took beside the decodes over
     the same-length prompt alone just before them (phase "mixedalone", same window and rep). Differenced seconds apart,
     the host's drift over the window cancels; the absolute time beside the decodes against a prefill correction
     measured a minute earlier did not (the 2026-12-02 18:52 run solved B=1 512 tokens to +333 ms from windows 244 and
@@ -879,13 +872,11 @@ def mixed_correction(checks: Sequence[Any], twin: Any) -> MixedCorrection | None
     if twin.engine != "llama.cpp" or twin.settings.slots <= MIXED_PROMPT_SLOT:
         return None
     decodes: dict[tuple[int, int, int, int], list[Any]] = {}
-    alone: dict[tuple[int, int, int, int], float] = {}
+    alone = mixed_alone_prompt_s(checks)
     for c in checks:
         ph = parse_mixed_phase(c.phase)
         if ph and ph[0] == "mixeddecode" and not c.error:
             decodes.setdefault((c.window, c.rep, ph[1], ph[2]), []).append(c)
-        elif ph and ph[0] == "mixedalone" and not c.error and c.engine_prompt_s is not None:
-            alone[(c.window, c.rep, ph[1], ph[2])] = float(c.engine_prompt_s)
     # (B, P) -> (decode prompt, output, delay, engine s beside the decodes, engine s alone just before or None)
     cases: dict[tuple[int, int], list[tuple[int, int, float, float, float | None]]] = {}
     for c in checks:
@@ -908,7 +899,7 @@ def mixed_correction(checks: Sequence[Any], twin: Any) -> MixedCorrection | None
 
     firsts = {(b, dp, n): float(max(simulate(twin.make_scheduler, [ArrivingRequest(0.0, dp, n, slot=s) for s in mixed_decode_slots(b)]).first_token_s))
               for (b, _), v in cases.items() for dp, n, _, _, _ in v}
-    twin_alone = {p: mixed_alone_s(twin, p) for _, p in cases}
+    twin_alone = {p: prompt_alone_s(twin, p, MIXED_PROMPT_SLOT) for _, p in cases}
     cells, measured, before, alone_med, targets = [], [], [], [], []
     for b in sorted({b for b, _ in cases}):
         knots = sorted(p for bb, p in cases if bb == b)

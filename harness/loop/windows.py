@@ -171,21 +171,20 @@ class WindowSummary:
 
 
 def summarise(checks: Sequence[Any], index: int) -> WindowSummary:
-    from harness.loop.measure import parse_mixed_phase  # noqa: PLC0415
+    from harness.loop.measure import mixed_alone_prompt_s, parse_mixed_phase  # noqa: PLC0415
 
     mine = [c for c in checks if c.window == index and not c.error]
     pre = [c.engine_prompt_s for c in mine if c.phase == "prefill" and c.engine_prompt_s is not None]
     by_b: dict[int, list[float]] = {}
     mixed: dict[tuple[int, int], list[float]] = {}
-    alone = {(c.rep, ph[2], ph[1]): c.engine_prompt_s for c in mine
-             if (ph := parse_mixed_phase(c.phase)) and ph[0] == "mixedalone" and c.engine_prompt_s is not None}
+    alone = mixed_alone_prompt_s(mine)
     extra: dict[tuple[int, int], list[float]] = {}
     for c in mine:
         if c.phase.startswith("decode@") and (st := c.client_step_s) is not None:
             by_b.setdefault(int(c.phase.split("@", 1)[1]), []).append(st)
         elif (ph := parse_mixed_phase(c.phase)) and ph[0] == "mixed" and c.engine_prompt_s is not None:
             mixed.setdefault((ph[2], ph[1]), []).append(c.engine_prompt_s)
-            if (a := alone.get((c.rep, ph[2], ph[1]))) is not None:
+            if (a := alone.get((c.window, c.rep, ph[1], ph[2]))) is not None:
                 extra.setdefault((ph[2], ph[1]), []).append(c.engine_prompt_s - a)
     return WindowSummary(index, statistics.median(pre) if pre else None,
                          tuple((b, statistics.median(v)) for b, v in sorted(by_b.items())),

@@ -177,7 +177,8 @@ class LlamaServerSettings:
         function of B alone. On Gemma 3 270M here (2026-12-02 evening) batch 3 took 95.0 ms in slots 0, 1, 2 and
         80.6-83.4 ms in 0, 2, 3 or 0, 1, 3 (batch 1 29.5 ms, batch 2 57.7 ms); read at B = 3 for every layout, the
         twin's served batch-3 steps were 13-19 % above the engine's in both mixes of two runs (2026-12-03), and 0-7 %
-        with the correction read per micro-batch. The per-iteration part of the correction is then counted once per micro-batch (about 2 ms)."""
+        re-predicted offline with the correction read per micro-batch. The per-iteration part of the correction is then
+        counted once per micro-batch (of the order of the batch-1 correction, +1.9 ms in the 07:38 run)."""
         pairs = self.decode_correction_by_batch_s
         if not pairs or decode_tokens < 1:
             return self.iteration_overhead_s
@@ -559,8 +560,8 @@ class LlamaServerScheduler:
         ubs = split_ubatches(segs, self.settings.ubatch_size, self.settings.kv_unified)
         steps = sum(ubatch_time_s(u, self._times) for u in ubs)
         n_decode = sum(1 for _, _, _, pr in segs if not pr)
-        extra = self.settings.iteration_extra_s(n_decode, [len(u.seqs) for u in ubs if not any(pr for *_, pr in u.seqs)]
-                                                if n_decode == len(segs) else ())
+        # a decode-only iteration (every segment a decode) passes its micro-batches' widths
+        extra = self.settings.iteration_extra_s(n_decode, [len(u.seqs) for u in ubs] if n_decode == len(segs) else ())
         if self.settings.decode_context_s_per_token_by_batch and n_decode:
             ref = self.settings.decode_context_ref_tokens
             per_token = interpolate_knots(self.settings.decode_context_s_per_token_by_batch, n_decode)

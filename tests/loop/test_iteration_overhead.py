@@ -168,14 +168,14 @@ def _mixed_checks(truth_twin, cases, window=0, host=1.0, alone=False):
     """The checks measure_mixed_prompts would write had the engine been `truth_twin` on a host `host` x slower than when
     the rest of the window was measured: per (P, B, delay) B decodes of 32 tokens generating 200 (their first tokens
     0.2 s after their send) and a P-token prompt sent `delay` after those; with `alone`, the same prompt alone just before."""
-    from harness.loop.measure import mixed_phase
-    from harness.loop.run import mixed_alone_s, mixed_prompt_s
+    from harness.loop.measure import MIXED_PROMPT_SLOT, mixed_phase
+    from harness.loop.run import mixed_prompt_s
 
     out = []
     for rep, (p, b, delay) in enumerate(cases):
         if alone:
             out.append(SimpleNamespace(phase=mixed_phase(p, b, "mixedalone"), window=window, rep=rep, error=None,
-                                       engine_prompt_tokens=p, engine_prompt_s=host * mixed_alone_s(truth_twin, p)))
+                                       engine_prompt_tokens=p, engine_prompt_s=host * prompt_alone_s(truth_twin, p, MIXED_PROMPT_SLOT)))
         out += [SimpleNamespace(phase=mixed_phase(p, b, "mixeddecode"), window=window, rep=rep, error=None, client_ttft_s=0.2,
                                 usage_completion_tokens=200, engine_predicted_tokens=200, engine_prompt_tokens=32,
                                 usage_prompt_tokens=32) for _ in range(b)]
@@ -211,7 +211,11 @@ def test_mixed_correction_takes_the_extra_over_the_alone_prompt_just_before_so_h
     their alone prompts just before ran there too. Paired, the twin is solved to its own alone time plus the engine's
     extra (the extra itself 1.3 x, the only trace of the drift); taken absolute, the correction absorbs 30 % of the
     whole prompt."""
-    from harness.loop.run import mixed_alone_s, mixed_correction, mixed_prompt_s
+    from harness.loop.measure import MIXED_PROMPT_SLOT
+    from harness.loop.run import mixed_correction, mixed_prompt_s
+
+    def mixed_alone_s(t, p):
+        return prompt_alone_s(t, p, MIXED_PROMPT_SLOT)
 
     truth = ((1, 128, 0.030), (1, 512, 0.055))
     twin = _twin()
