@@ -386,24 +386,27 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
     measured += ms
     keep(cs)
     top = max(opts.batches)
-    n_long = max(1, opts.reps - 1) if top > 1 else 0
+    n_long = max(1, opts.reps - 1)
 
-    def long_decode(rep: int) -> None:
-        """The context correction's second batch, the largest, after long prompts: one rep after each of the first
-        `n_long` reps of the short-context decode at that batch (short, long, short, long, short), so that the
-        difference it is read from is measured seconds apart, not a minute (2026-12-02 18:52 run: one long rep at the
-        window's end measured 21, 9 and 0 ms above the short reps in the three windows, and the served load showed no
-        such growth)."""
-        if rep < n_long:
-            alive()
-            _, lc = measure_decode(url, served_name, top, opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS, vocab, 1, pid, threads,
-                                   phase="longdecode", rep0=rep)
-            keep(lc)
+    def long_decode(bsz: int) -> Callable[[int], None]:
+        """The context correction's long-context decode at batch `bsz` (1 and the largest), after long prompts: one rep
+        after each of the first `n_long` reps of the short-context decode at that batch (short, long, short, long,
+        short), so that the difference it is read from is measured seconds apart, not a minute (2026-12-02 18:52 run:
+        one long rep at the window's end measured 21, 9 and 0 ms above the short reps at batch 4 in the three windows,
+        and the served load showed no such growth; 2026-12-03 09:45 run: batch 1's long side, then the prefill phase's
+        own decode a minute before the short reps, read +6.61, +6.88 and +1.72 µs a token in the three windows)."""
+        def after(rep: int) -> None:
+            if rep < n_long:
+                alive()
+                _, lc = measure_decode(url, served_name, bsz, opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS, vocab, 1, pid,
+                                       threads, phase="longdecode", rep0=rep)
+                keep(lc)
+        return after
 
     for bsz in opts.batches:
         alive()
         m, cs = measure_decode(url, served_name, bsz, opts.decode_prompt_tokens, opts.output_tokens, vocab, opts.reps, pid, threads,
-                               after_rep=long_decode if bsz == top and n_long else None)
+                               after_rep=long_decode(bsz) if bsz in (1, top) else None)
         measured.append(m)
         keep(cs)
     more = sorted({m[0] for m in opts.mixes} - {opts.prompt_tokens, opts.decode_prompt_tokens}) if opts.served else []
@@ -665,9 +668,9 @@ def iteration_overhead_s(checks: Sequence[Any], step_times: Any, decode_prompt_t
 @dataclass(frozen=True)
 class ContextCorrection:
     """What the step-time source misses of the decode step's growth with context, from the isolated requests
-    (calibration subset "stages"), per decode batch B: the client step after long prompts (batch 1: the prefill phase's
-    requests, which decode PREFILL_DECODE_TOKENS tokens alone; the largest batch: the "longdecode" requests) minus the
-    twin's step there, less the same residual at the short context of the batch-B decode, per context token of each of
+    (calibration subset "stages"), per decode batch B: the client step after long prompts (the "longdecode@B" requests,
+    at batch 1 and the largest, each interleaved with that batch's short reps; a run stored before batch 1 had its own:
+    the prefill phase's requests, which decode PREFILL_DECODE_TOKENS tokens alone) minus the twin's step there, less the same residual at the short context of the batch-B decode, per context token of each of
     the B sequences. `s_per_token_by_batch` feeds LlamaServerSettings.decode_context_s_per_token_by_batch; it applies
     to each decode sequence's context beyond `ref_tokens` (where the batch correction was measured)."""
 
@@ -688,9 +691,10 @@ def context_correction(checks: Sequence[Any], step_times: Any, prompt_tokens: in
         return None
     by_b = dict(short.per_batch_s)
     batches = sorted({1} | {int(c.phase.split("@", 1)[1]) for c in checks if c.phase.startswith("longdecode@")})
+    paired_1 = any(c.phase == "longdecode@1" for c in checks)  # else a run stored before batch 1 was paired
     pairs, res = [], []
     for b in batches:
-        long_phases = ("prefill", "longdecode@1") if b == 1 else (f"longdecode@{b}",)
+        long_phases = (f"longdecode@{b}",) if b != 1 or paired_1 else ("prefill",)
         steps = [st for c in checks if c.phase in long_phases and not c.error and (st := c.client_step_s) is not None]
         if not steps or b not in by_b:
             continue

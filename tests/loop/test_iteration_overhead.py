@@ -147,6 +147,30 @@ def test_context_correction_by_batch_from_the_long_and_short_steps():
     assert context_correction(long1 + short1, Flat(), 64, 32, 64) is None  # contexts too close to separate
 
 
+def test_context_correction_at_batch_1_reads_its_paired_long_decode_not_the_prefill_phase():
+    """With "longdecode@1" requests (interleaved with the short batch-1 reps, seconds apart) the batch-1 long side is
+    theirs alone; the prefill phase's own decode, a minute earlier at the window's start, is read only by runs stored
+    before batch 1 was paired (2026-12-03 09:45 run: it read +6.61 µs a token where the served steps showed none)."""
+    from harness.loop.measure import PREFILL_DECODE_TOKENS
+    from harness.loop.run import context_correction
+
+    n = PREFILL_DECODE_TOKENS
+
+    class Flat:
+        def decode_step_time_s(self, b, ctx):
+            return 0.015
+
+    drifted = [_Check("prefill", 0.030 * (n - 1), n) for _ in range(3)]  # the host slower at the window's start
+    paired = [_Check("longdecode@1", 0.019 * (n - 1), n) for _ in range(2)]
+    short1 = [_Check("decode@1", 0.017 * 63, 64) for _ in range(3)]
+    d = (512 + (n - 1) / 2) - (32 + 31.5)
+    cc = context_correction(drifted + paired + short1, Flat(), 512, 32, 64)
+    assert cc is not None and cc.s_per_token_by_batch == ((1, pytest.approx(0.002 / d)),)
+    assert cc.residuals_s[0] == (1, pytest.approx(0.004), pytest.approx(0.002))
+    old = context_correction(drifted + short1, Flat(), 512, 32, 64)  # a stored run without them: the prefill's decode
+    assert old is not None and old.s_per_token_by_batch == ((1, pytest.approx(0.013 / d)),)
+
+
 def test_the_twin_adds_the_context_correction_per_decode_sequence():
     from harness.target.des import ArrivingRequest, simulate
 

@@ -296,10 +296,15 @@ def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fix
     first_served = min(i for i, b in enumerate(bodies) if i > last_case and b["max_tokens"] == 6)
     # its two probes, then the two settling requests
     assert [last_case + 1, last_case + 2, first_served - 2, first_served - 1] == [i for i in small if last_case < i < first_served]
-    # the long-context decode (64-token prompts in slots 0 and 1) right after the batch-2 decode's rep, before the prompts
+    # the long-context decodes (64-token prompts): slot 0 right after the batch-1 decode's rep, before the batch-2
+    # decode; slots 0 and 1 right after the batch-2 decode's rep, before the prompts
     long_ = [i for i, b in enumerate(bodies) if b["n_prompt"] == 64 and b["id_slot"] is not None]
+    dec1 = [i for i, b in enumerate(bodies) if b["n_prompt"] == 8 and b["id_slot"] == 0 and b["max_tokens"] == 8]
     dec2 = [i for i, b in enumerate(bodies) if b["n_prompt"] == 8 and b["id_slot"] == 1 and b["max_tokens"] == 8]
-    assert len(long_) == 2 and dec2 and max(dec2) < min(long_) < min(i for i, b in enumerate(bodies) if b["n_prompt"] == 48)
+    assert len(long_) == 3 and bodies[long_[0]]["id_slot"] == 0 and sorted(bodies[i]["id_slot"] for i in long_[1:]) == [0, 1]
+    assert dec1[0] < long_[0] < min(dec2) and max(dec2) < long_[1]
+    assert long_[2] < min(i for i, b in enumerate(bodies) if b["n_prompt"] == 48)
+    assert sum(1 for c in r.checks if c.phase == "longdecode@1") == 1
     assert any(c.phase.startswith("save@") for c in r.checks) and any(c.phase == "savebase" for c in r.checks)
     tw = r.twin["settings"]
     copy_48_6 = tw["prompt_save_s_per_prompt_token"] * 48 + tw["prompt_save_s_per_generated_token"] * 5
@@ -409,9 +414,10 @@ def test_stage_windows_flag_is_checked():
     assert LoopOptions(served=False).n_windows == 1
 
 
-def test_stage_window_interleaves_the_long_context_decode_with_the_largest_batch(monkeypatch):
-    """short, long, short, long, short at the largest batch (3 reps): the context correction's difference is measured
-    seconds apart; the other batches run their reps alone; --quick (1 rep): short, long."""
+def test_stage_window_interleaves_the_long_context_decode_with_batch_1_and_the_largest_batch(monkeypatch):
+    """short, long, short, long, short at batch 1 and at the largest batch (3 reps): the context correction's
+    difference is measured seconds apart at both; the batches between run their reps alone; --quick (1 rep): short,
+    long."""
     from types import SimpleNamespace
 
     import harness.loop.run as run_mod
@@ -426,15 +432,24 @@ def test_stage_window_interleaves_the_long_context_decode_with_the_largest_batch
                 after_rep(rep)
         return Measured(f"decode_tokens_per_s@{batch}", 1.0, 1.0, (1.0,), ""), []
 
+    def paired(b: int, reps: int) -> list[str]:
+        out = []
+        for r in range(reps):
+            out.append(f"decode@{b}#{r}")
+            if r < max(1, reps - 1):
+                out.append(f"longdecode@{b}#{r}")
+        return out
+
     monkeypatch.setattr(run_mod, "measure_prefill", lambda *a, **k: ([], []))
     monkeypatch.setattr(run_mod, "measure_decode", decode)
     sched = SimpleNamespace(slots=4, n_ctx_slot=2048, prompt_cache_ram=False)
-    for reps, want in ((3, ["decode@4#0", "longdecode@4#0", "decode@4#1", "longdecode@4#1", "decode@4#2"]),
-                       (1, ["decode@4#0", "longdecode@4#0"])):
+    assert paired(4, 3) == ["decode@4#0", "longdecode@4#0", "decode@4#1", "longdecode@4#1", "decode@4#2"]
+    assert paired(4, 1) == ["decode@4#0", "longdecode@4#0"]
+    for reps in (3, 1):
         calls.clear()
-        opts = LoopOptions(config="x", batches=(1, 4), reps=reps, served=False)
+        opts = LoopOptions(config="x", batches=(1, 2, 4), reps=reps, served=False)
         run_mod.measure_stage_window("http://x", "m", opts, 1000, sched, None, 2)
-        assert calls == [f"decode@1#{r}" for r in range(reps)] + want
-    calls.clear()  # a single batch of 1: no long-context decode at another batch
+        assert calls == paired(1, reps) + [f"decode@2#{r}" for r in range(reps)] + paired(4, reps)
+    calls.clear()  # a single batch of 1: its own long-context decode, once
     run_mod.measure_stage_window("http://x", "m", LoopOptions(config="x", batches=(1,), reps=2, served=False), 1000, sched, None, 2)
-    assert calls == ["decode@1#0", "decode@1#1"]
+    assert calls == ["decode@1#0", "longdecode@1#0", "decode@1#1"]
