@@ -45,6 +45,7 @@ PROBE_OUTPUT_TOKENS = 24  # the speed probe: one request at batch 1, its mean st
 PROBE_SCALE_BOUNDS = (0.5, 2.0)  # a probe outside these × the reference is taken as a glitch and clamped
 QUICK_DRAIN_FACTOR = 1.0  # --quick: a point's drain is cut this many point durations after its last intended send (2.0 took the loop to 3.5 min)
 DEFAULT_STAGE_WINDOWS = 3  # before the served points, after about half of them, after the last (harness.loop.windows)
+SIDE_REPS = 2  # reps of a stage window's side measurements (LoopOptions.side_reps)
 CAPACITY_BURST_PER_SLOT = 6  # the capacity burst's requests per slot (the full loop's default)
 
 ProgressFn = Callable[[str], None]
@@ -133,6 +134,14 @@ class LoopOptions:
         if self.stage_windows is not None:
             return self.stage_windows
         return 1 if (self.quick or self.probe) else DEFAULT_STAGE_WINDOWS
+
+    @property
+    def side_reps(self) -> int:
+        """Reps of each stage window's side measurements (the prompts at the served mixes' other lengths, the prompts
+        beside decodes with their alone pairs, the prompt-cache copy cases): 2, 1 with --quick. They took 41 of the
+        quick stage window's 79 s on Gemma (2026-12-03 12:10), whose whole quick loop then took 3.4 min against the
+        3-minute target."""
+        return 1 if self.quick else SIDE_REPS
 
     def capacity_burst(self, slots: int) -> int:
         """Requests of the capacity burst. At 6 × slots, N − ⌊0.8 N⌋ ≥ slots requests are still unfinished at the 80th
@@ -412,18 +421,18 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
     more = sorted({m[0] for m in opts.mixes} - {opts.prompt_tokens, opts.decode_prompt_tokens}) if opts.served else []
     if more:  # the prefill correction's knots at the served prompt lengths the stages did not run
         alive()
-        keep(measure_prompts(url, served_name, more, vocab, 2))
+        keep(measure_prompts(url, served_name, more, vocab, opts.side_reps))
     if opts.served and mixed_batches(sched.slots):  # the mixed-iteration correction
         alive()
         cases = mixed_cases(checks[k0:], sorted({m[0] for m in opts.mixes}), mixed_batches(sched.slots), opts.decode_prompt_tokens,
                             sched.n_ctx_slot, 4 * opts.output_tokens)
-        keep(measure_mixed_prompts(url, served_name, cases, vocab, 2, opts.decode_prompt_tokens))
+        keep(measure_mixed_prompts(url, served_name, cases, vocab, opts.side_reps, opts.decode_prompt_tokens))
     if sched.prompt_cache_ram and window == 0:  # the host-RAM prompt cache's copy of a slot, at the served mixes' shapes
         # (window 0 only, later windows reuse it, windows.window_checks: Gemma's windows took 39-45 s with it, 27-29 s
         # without, 2026-12-02)
         alive()
         cases = sorted({(opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS)} | ({tuple(m) for m in opts.mixes} if opts.served else set()))
-        keep(measure_prompt_saves(url, served_name, cases, vocab, 2, sched.slots))
+        keep(measure_prompt_saves(url, served_name, cases, vocab, opts.side_reps, sched.slots))
     return measured[n0:], checks[k0:]
 
 

@@ -144,6 +144,10 @@ def test_without_probe_the_steps_are_unscaled(tmp_path, fixed_constants):
     r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path), progress=None)  # probe off by default
     assert r.status == "complete" and all(p.step_scale == 1.0 for p in r.served)
     assert not any(n.startswith("host speed probe") for n in r.notes)
+    # --quick: one rep of each side measurement (prompt beside decodes, its alone pair, prompt-cache copy case)
+    for kind in ("mixed@", "mixedalone@", "save@"):
+        reps = [(c.phase, c.rep) for c in r.checks if c.phase.startswith(kind)]
+        assert reps and {rep for _, rep in reps} == {0}, kind
 
 
 def test_bad_model_path(tmp_path):
@@ -200,6 +204,7 @@ def test_options_name_the_flag():
     with pytest.raises(HarnessError, match="--capacity-requests"):
         LoopOptions(capacity_requests=5)
     assert LoopOptions(quick=True).capacity_burst(4) == 0 and LoopOptions().capacity_burst(4) == 24
+    assert LoopOptions(quick=True).side_reps == 1 and LoopOptions().side_reps == 2
     assert LoopOptions(capacity_requests=0).capacity_burst(4) == 0
     with pytest.raises(HarnessError, match="nothing to measure"):
         LoopOptions(stages=False, served=False)
@@ -281,7 +286,8 @@ def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fix
     log = tmp_path / "bodies.jsonl"
     cfg = config(tmp_path, model, fake_binary(tmp_path), extra=["--fake-save-s-per-token", "0.001", "--fake-body-log", str(log),
                                                                 "--fake-mixed-s", "0.05"])
-    r = run_loop(quick_opts(cfg, tmp_path, batches=None), progress=None)
+    # the full loop's two reps of each side measurement (--quick takes one: LoopOptions.side_reps), one window, no burst
+    r = run_loop(quick_opts(cfg, tmp_path, batches=None, quick=False, stage_windows=1, capacity_requests=0), progress=None)
     assert r.settings["batches"] == [1, 2]  # no --batches: every batch up to the engine's slots
     assert r.status == "complete"
     bodies = [json.loads(x) for x in log.read_text().splitlines()]
