@@ -138,9 +138,9 @@ class LoopOptions:
     @property
     def side_reps(self) -> int:
         """Reps of each stage window's side measurements (the prompts at the served mixes' other lengths, the prompts
-        beside decodes with their alone pairs, the prompt-cache copy cases): 2, 1 with --quick. They took 41 of the
-        quick stage window's 79 s on Gemma (2026-12-03 12:10), whose whole quick loop then took 3.4 min against the
-        3-minute target."""
+        beside decodes with their alone pairs, the prompt-cache copy cases): 2, 1 with --quick. At 2 they took 51.1 s of
+        the quick stage window's 71.5 s of requests on Gemma (2026-12-03 12:10; the quick loop 3.4 min against the
+        3-minute target), at 1 26.5 of 48.6 s (12:18; 3.0 min)."""
         return 1 if self.quick else SIDE_REPS
 
     def capacity_burst(self, slots: int) -> int:
@@ -679,8 +679,8 @@ class ContextCorrection:
     """What the step-time source misses of the decode step's growth with context, from the isolated requests
     (calibration subset "stages"), per decode batch B: the client step after long prompts (the "longdecode@B" requests,
     at batch 1 and the largest, each interleaved with that batch's short reps; a run stored before batch 1 had its own:
-    the prefill phase's requests, which decode PREFILL_DECODE_TOKENS tokens alone) minus the twin's step there, less the same residual at the short context of the batch-B decode, per context token of each of
-    the B sequences. `s_per_token_by_batch` feeds LlamaServerSettings.decode_context_s_per_token_by_batch; it applies
+    the prefill phase's requests, which decode PREFILL_DECODE_TOKENS tokens alone) minus the twin's step there, less
+    the same residual at the short context of the batch-B decode, per context token of each of the B sequences. `s_per_token_by_batch` feeds LlamaServerSettings.decode_context_s_per_token_by_batch; it applies
     to each decode sequence's context beyond `ref_tokens` (where the batch correction was measured)."""
 
     s_per_token_by_batch: tuple[tuple[int, float], ...]

@@ -144,10 +144,17 @@ def test_without_probe_the_steps_are_unscaled(tmp_path, fixed_constants):
     r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path), progress=None)  # probe off by default
     assert r.status == "complete" and all(p.step_scale == 1.0 for p in r.served)
     assert not any(n.startswith("host speed probe") for n in r.notes)
-    # --quick: one rep of each side measurement (prompt beside decodes, its alone pair, prompt-cache copy case)
+
+
+def test_quick_takes_one_rep_of_each_side_measurement(tmp_path, fixed_constants):
+    """--quick: the prompt beside decodes, its alone pair and each prompt-cache copy case once (LoopOptions.side_reps;
+    the full loop's two are checked in test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy)."""
+    model = write_random_gguf(tmp_path / "rand.gguf")
+    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path), progress=None)
+    assert r.status == "complete"
     for kind in ("mixed@", "mixedalone@", "save@"):
-        reps = [(c.phase, c.rep) for c in r.checks if c.phase.startswith(kind)]
-        assert reps and {rep for _, rep in reps} == {0}, kind
+        reps = [c.rep for c in r.checks if c.phase.startswith(kind)]
+        assert reps and set(reps) == {0}, kind
 
 
 def test_bad_model_path(tmp_path):
