@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator
@@ -92,6 +93,7 @@ class StreamResult:
     error: str | None = None  # an error body or an `error` event, verbatim
     n_events: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    stopped: bool = False  # the client closed the stream before its end (`stream(stop=...)`): no usage, no final timings
 
     @property
     def itl_s(self) -> tuple[float, ...]:
@@ -134,9 +136,11 @@ def _text_of(choice: dict[str, Any]) -> str:
 
 
 def stream(url: str, body: dict[str, Any], timeout_s: float = 300.0,
-           on_content: Callable[[float], None] | None = None) -> StreamResult:
+           on_content: Callable[[float], None] | None = None, stop: threading.Event | None = None) -> StreamResult:
     """POST `body` with stream=true to an OpenAI-compatible endpoint and time every chunk; `on_content(seconds since
-    send)` is called as each chunk with generated text arrives (e.g. to send another request once this one decodes)."""
+    send)` is called as each chunk with generated text arrives (e.g. to send another request once this one decodes).
+    When `stop` is set, the stream is closed at the next event (llama-server then cancels the request) and the result
+    says `stopped`: it has no usage and no final timings."""
     body = {**body, "stream": True}
     body.setdefault("stream_options", {"include_usage": True})
     conn, path = _connection(url, timeout_s)
@@ -153,9 +157,13 @@ def stream(url: str, body: dict[str, Any], timeout_s: float = 300.0,
         usage = timings = None
         finish = error = None
         n = 0
+        stopped = False
         for data in _events(resp):
             now = time.perf_counter() - t0
             if data.strip() == "[DONE]":
+                break
+            if stop is not None and stop.is_set() and finish is None:
+                stopped = True
                 break
             n += 1
             try:
@@ -185,4 +193,4 @@ def stream(url: str, body: dict[str, Any], timeout_s: float = 300.0,
     finally:
         conn.close()
     return StreamResult(200, times[0] if times else None, e2e, tuple(times), "".join(parts), finish, usage, timings,
-                        error=error, n_events=n)
+                        error=error, n_events=n, stopped=stopped)

@@ -40,6 +40,9 @@ class RequestCheck:
     error: str | None
     window: int = 0  # the stage window it was measured in (harness.loop.windows; 0: before the served points)
     sent_after_s: float | None = None  # mixed prompts: sent this long after the decode request it joined was sent
+    max_tokens: int | None = None  # the output tokens asked for (recorded where a request may be stopped before them)
+    stopped: bool = False  # the client closed the stream before its end (a mixed prompt's decodes once the prompt is
+    # done): no usage; the engine's timings are those of its last streamed token
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,7 +61,7 @@ class RequestCheck:
         return (self.e2e_s - self.client_ttft_s) / (tokens - 1)
 
 
-def _check(phase: str, rep: int, s: http.StreamResult) -> RequestCheck:
+def _check(phase: str, rep: int, s: http.StreamResult, max_tokens: int | None = None) -> RequestCheck:
     t = s.timings or {}
     u = s.usage or {}
     pm = t.get("prompt_ms")
@@ -74,7 +77,7 @@ def _check(phase: str, rep: int, s: http.StreamResult) -> RequestCheck:
         chunks_minus_usage=(n - uc) if isinstance(uc, int) else None,
         engine_decode_s=dm / 1e3 if isinstance(dm, (int, float)) else None,
         client_decode_s=(s.chunk_times_s[-1] - s.chunk_times_s[0]) if n >= 2 else None,
-        e2e_s=s.e2e_s, error=s.error,
+        e2e_s=s.e2e_s, error=s.error, max_tokens=max_tokens, stopped=s.stopped,
     )
 
 
@@ -194,11 +197,16 @@ def measure_mixed_prompts(endpoint: str, model: str, cases: Sequence[tuple[int, 
     less this one's, measured seconds apart, so the host's drift over the window cancels (the windows' 512-token prefill
     moved 7-37 % within a run on the 2026-12-02 evening VM). N must keep the decodes generating until the prompt is done (the caller sizes
     it from the window's own prompt and step times). A prompt that finished after a decode did carries an error and is
-    not used."""
+    not used. Once the prompt is done, the decodes are stopped (their streams closed, which llama-server answers by
+    cancelling them; `stopped`, with `max_tokens` what they asked for) and the next request waits until /slots shows
+    every slot idle: run to their end, the decodes of the 2026-12-03 11:18 Gemma loop went on 57 s of their 84 s after
+    their prompt was done. An engine without /slots (--no-slots) lets them run to their end."""
     checks: list[RequestCheck] = []
+    idle = slots_idle_reader(endpoint)
     for p, bsz, n in cases:
         slots = mixed_decode_slots(bsz)
         for rep in range(reps):
+            stop = threading.Event() if idle is not None else None
             a = http.stream(endpoint + "/v1/completions",
                             {**completion_body(model, token_prompt(int(p), 9300 + 43 * rep + p, vocab), 1), "id_slot": MIXED_PROMPT_SLOT})
             if a.status != 200 or a.error:
@@ -219,11 +227,11 @@ def measure_mixed_prompts(endpoint: str, model: str, cases: Sequence[tuple[int, 
                         first.wait(timeout=600)
 
                 body = {**completion_body(model, token_prompt(decode_prompt_tokens, 9100 + 37 * rep + 7 * i + p, vocab), n),
-                        "id_slot": slot}
+                        "id_slot": slot, "timings_per_token": True}  # a stopped stream keeps the engine's timings
                 try:
                     start.wait(timeout=30)
                     t0.append(time.perf_counter())
-                    box[i] = http.stream(endpoint + "/v1/completions", body, on_content=on_content)
+                    box[i] = http.stream(endpoint + "/v1/completions", body, on_content=on_content, stop=stop)
                 except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                     box[i] = exc
                 if not seen[0]:  # no token streamed: release the caller, which reports it
@@ -246,8 +254,12 @@ def measure_mixed_prompts(endpoint: str, model: str, cases: Sequence[tuple[int, 
             s = http.stream(endpoint + "/v1/completions",
                             {**completion_body(model, token_prompt(int(p), 9200 + 41 * rep + p, vocab), 1), "id_slot": MIXED_PROMPT_SLOT})
             t_done = time.perf_counter()
+            if stop is not None:
+                stop.set()
             for t in ths:
                 t.join(timeout=600)
+            if idle is not None:
+                wait_slots_idle(idle, f"the mixed-prompt measurement's decodes (P = {p}, B = {bsz}) were stopped")
             ds = [box.get(i) for i in range(bsz)]
             exc = next((d for d in ds if isinstance(d, BaseException)), None)
             if exc is not None:
@@ -258,8 +270,41 @@ def measure_mixed_prompts(endpoint: str, model: str, cases: Sequence[tuple[int, 
             c = replace(_check(mixed_phase(p, bsz), rep, s), sent_after_s=t_send - min(t0))
             if min(t0) + min(d.e2e_s for d in ds) < t_done:
                 c = replace(c, error=f"a decode ({n} tokens) finished before the {p}-token prompt did; raise its tokens")
-            checks += [_check(mixed_phase(p, bsz, "mixeddecode"), rep, d) for d in ds] + [c]
+            checks += [_check(mixed_phase(p, bsz, "mixeddecode"), rep, d, max_tokens=n) for d in ds] + [c]
     return checks
+
+
+SLOTS_IDLE_TIMEOUT_S = 30.0  # stopped requests must have left every slot by then (llama-server: ~26 ms, 2026-12-03)
+
+
+def slots_idle_reader(endpoint: str) -> Callable[[], bool | None] | None:
+    """A reader of llama-server's /slots: True when no slot is processing, None when the answer is not a slot list; the
+    reader itself is None when the engine does not serve /slots now (--no-slots, another server)."""
+    def idle() -> bool | None:
+        r = http.get(endpoint + "/slots", timeout_s=10.0)  # an engine that is gone raises EngineUnreachable
+        try:
+            d = r.json() if r.status == 200 else None
+        except HarnessError:  # not JSON
+            return None
+        if not isinstance(d, list) or not d or not all(isinstance(x, dict) and isinstance(x.get("is_processing"), bool) for x in d):
+            return None
+        return not any(x["is_processing"] for x in d)
+
+    return idle if idle() is not None else None
+
+
+def wait_slots_idle(idle: Callable[[], bool | None], what: str, timeout_s: float = SLOTS_IDLE_TIMEOUT_S) -> None:
+    """Poll `idle` (slots_idle_reader) until every slot is idle; a clear error after `timeout_s`."""
+    deadline = time.perf_counter() + timeout_s
+    while True:
+        state = idle()
+        if state:
+            return
+        if time.perf_counter() > deadline:
+            raise HarnessError(f"{what}, but the engine's /slots still showed a slot "
+                               + ("processing" if state is False else "in a form this harness does not read")
+                               + f" {timeout_s:g} s later; check that nothing else sends requests to this engine.")
+        time.sleep(0.005)
 
 
 SAVE_PROBE_TOKENS = 16  # the small requests around a prompt-cache copy: their own slot states copy in ~0.1 ms

@@ -78,11 +78,14 @@ def render_markdown(r: LoopReport) -> str:
     if pre:
         d = [k.ttft_minus_engine_prompt_s * 1e3 for k in pre]
         lines.append(f"- TTFT − engine prompt time: median {statistics.median(d):.1f} ms, range {min(d):.1f}…{max(d):.1f} ms over {len(d)} prefill requests")
-    lines.append(f"- streamed chunks vs usage.completion_tokens: {len(mism)} of {len(r.checks)} requests differ"
-                 + (f" ({', '.join(f'{k.phase}#{k.rep}: {k.chunks_minus_usage:+d}' for k in mism[:6])})" if mism else ""))
-    eu = [k for k in r.checks if k.usage_completion_tokens is not None and k.engine_predicted_tokens is not None
-          and k.usage_completion_tokens != k.engine_predicted_tokens]
-    lines.append(f"- usage.completion_tokens vs timings.predicted_n: {len(eu)} of {len(r.checks)} requests differ")
+    with_usage = [k for k in r.checks if k.usage_completion_tokens is not None]
+    stopped = sum(1 for k in r.checks if k.stopped)
+    lines.append(f"- streamed chunks vs usage.completion_tokens: {len(mism)} of {len(with_usage)} requests with usage differ"
+                 + (f" ({', '.join(f'{k.phase}#{k.rep}: {k.chunks_minus_usage:+d}' for k in mism[:6])})" if mism else "")
+                 + (f"; {stopped} stopped by the client (the decodes beside a mixed prompt, once it was done) have none"
+                    if stopped else ""))
+    eu = [k for k in with_usage if k.engine_predicted_tokens is not None and k.usage_completion_tokens != k.engine_predicted_tokens]
+    lines.append(f"- usage.completion_tokens vs timings.predicted_n: {len(eu)} of {len(with_usage)} requests with usage differ")
     return _tail(r, lines)
 
 

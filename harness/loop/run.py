@@ -52,7 +52,8 @@ ProgressFn = Callable[[str], None]
 
 
 def print_progress(msg: str) -> None:
-    print(f"[loop] {msg}", file=sys.stderr, flush=True)
+    """A progress line on stderr, stamped with the local time (where a long loop spends it can be read off the log)."""
+    print(f"[loop {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -900,7 +901,9 @@ def mixed_correction(checks: Sequence[Any], twin: Any) -> MixedCorrection | None
         ds = decodes.get((c.window, c.rep, p, b)) or []
         if len(ds) != b or any(d.client_ttft_s is None for d in ds) or b >= twin.settings.slots:
             continue
-        n_out = ds[0].usage_completion_tokens or ds[0].engine_predicted_tokens
+        # a decode stopped once the prompt was done asked for max_tokens: the twin's decodes ask as many (only the
+        # iterations up to the prompt's end count, and those it had run)
+        n_out = ds[0].max_tokens if ds[0].stopped else (ds[0].usage_completion_tokens or ds[0].engine_predicted_tokens)
         n_in = ds[0].engine_prompt_tokens or ds[0].usage_prompt_tokens
         if not n_out or not n_in:
             continue

@@ -102,6 +102,32 @@ def test_streamed_completion(engine):
     assert s.usage is not None and s.usage["completion_tokens"] == s.timings["predicted_n"]
 
 
+def test_a_stopped_stream_is_cancelled_by_the_engine(engine):
+    """The mixed-prompt measurement stops its decodes once their prompt is done (harness.loop.measure): the stream
+    closes at the next token, keeps the engine's timings so far (timings_per_token), and llama-server frees the slot."""
+    import threading  # noqa: PLC0415
+
+    from harness.loop.measure import slots_idle_reader, wait_slots_idle  # noqa: PLC0415
+
+    idle = slots_idle_reader(engine.plan.endpoint)
+    assert idle is not None and idle() is True  # llama-server serves /slots by default
+    stop, seen = threading.Event(), []
+
+    def on_content(t: float) -> None:
+        seen.append(t)
+        if len(seen) == 5:
+            stop.set()
+
+    body = {"model": engine.plan.served_name, "prompt": "One, two, three,", "max_tokens": 500, "ignore_eos": True,
+            "timings_per_token": True, "id_slot": 2}
+    s = http.stream(engine.plan.endpoint + "/v1/completions", body, on_content=on_content, stop=stop)
+    assert s.status == 200 and s.stopped and not s.error and s.usage is None and s.finish_reason is None
+    assert len(s.chunk_times_s) == 5 and s.timings["predicted_n"] == 5 and s.timings["prompt_n"] > 0
+    wait_slots_idle(idle, "a stream was stopped", timeout_s=10.0)  # raises when the slot still processes then
+    done = http.stream(engine.plan.endpoint + "/v1/completions", {**body, "max_tokens": 3})  # no stop: to its end
+    assert not done.stopped and done.usage["completion_tokens"] == 3
+
+
 def test_errors_are_reported(engine):
     # a prompt longer than one slot's context (8192 / 4 slots = 2048 tokens) is refused, not truncated silently
     long = "word " * 5000

@@ -188,10 +188,11 @@ def test_the_twin_adds_the_context_correction_per_decode_sequence():
     assert tpot(corrected, 984, 4) - tpot(plain, 984, 4) == pytest.approx(4 * 4e-6 * (984 + 17 - 100), rel=0.05)
 
 
-def _mixed_checks(truth_twin, cases, window=0, host=1.0, alone=False):
+def _mixed_checks(truth_twin, cases, window=0, host=1.0, alone=False, stopped=False):
     """The checks measure_mixed_prompts would write had the engine been `truth_twin` on a host `host` x slower than when
     the rest of the window was measured: per (P, B, delay) B decodes of 32 tokens generating 200 (their first tokens
-    0.2 s after their send) and a P-token prompt sent `delay` after those; with `alone`, the same prompt alone just before."""
+    0.2 s after their send) and a P-token prompt sent `delay` after those; with `alone`, the same prompt alone just before;
+    with `stopped`, the decodes stopped after 2 of their 200 tokens (no usage; the engine's timings so far)."""
     from harness.loop.measure import MIXED_PROMPT_SLOT, mixed_phase
     from harness.loop.run import mixed_prompt_s
 
@@ -201,8 +202,9 @@ def _mixed_checks(truth_twin, cases, window=0, host=1.0, alone=False):
             out.append(SimpleNamespace(phase=mixed_phase(p, b, "mixedalone"), window=window, rep=rep, error=None,
                                        engine_prompt_tokens=p, engine_prompt_s=host * prompt_alone_s(truth_twin, p, MIXED_PROMPT_SLOT)))
         out += [SimpleNamespace(phase=mixed_phase(p, b, "mixeddecode"), window=window, rep=rep, error=None, client_ttft_s=0.2,
-                                usage_completion_tokens=200, engine_predicted_tokens=200, engine_prompt_tokens=32,
-                                usage_prompt_tokens=32) for _ in range(b)]
+                                usage_completion_tokens=None if stopped else 200, engine_predicted_tokens=2 if stopped else 200,
+                                engine_prompt_tokens=32, usage_prompt_tokens=None if stopped else 32, max_tokens=200,
+                                stopped=stopped) for _ in range(b)]
         out.append(SimpleNamespace(phase=mixed_phase(p, b), window=window, rep=rep, error=None, sent_after_s=0.2 + delay,
                                    engine_prompt_tokens=p, engine_prompt_s=host * mixed_prompt_s(truth_twin, 32, 200, p, b, delay)))
     return out
@@ -228,6 +230,22 @@ def test_mixed_correction_recovers_what_a_prompt_costs_beside_decodes(settings):
     fixed = replace(twin, settings=replace(twin.settings, mixed_correction_by_batch_tokens_s=mc.per_cell_s))
     for b in (1, 3):
         assert mixed_prompt_s(fixed, 32, 200, 128, b, 0.004) == pytest.approx(mixed_prompt_s(engine, 32, 200, 128, b, 0.004), abs=1e-5)
+
+
+def test_decodes_stopped_once_the_prompt_is_done_give_the_same_correction():
+    """measure_mixed_prompts stops the decodes after their prompt: the twin's decodes ask for the tokens the engine's
+    were asked for (max_tokens), not the 2 they had streamed, and the correction is the one the full decodes give."""
+    from harness.loop.run import mixed_correction
+
+    truth = ((1, 128, 0.030), (1, 512, 0.055))
+    twin = _twin()
+    engine = replace(twin, settings=replace(twin.settings, mixed_correction_by_batch_tokens_s=truth))
+    cases = [(128, 1, 0.004), (512, 1, 0.011)]
+    full = mixed_correction(_mixed_checks(engine, cases, alone=True), twin)
+    stopped = mixed_correction(_mixed_checks(engine, cases, alone=True, stopped=True), twin)
+    assert stopped is not None and stopped.n_requests == 2
+    assert [x for _, _, x in stopped.per_cell_s] == pytest.approx([x for _, _, x in full.per_cell_s], abs=1e-9)
+    assert [x for _, _, x in stopped.per_cell_s] == pytest.approx([0.030, 0.055], abs=1e-5)
 
 
 def test_mixed_correction_takes_the_extra_over_the_alone_prompt_just_before_so_host_drift_cancels():

@@ -240,9 +240,14 @@ def test_short_real_loop_on_a_second_model(tmp_path):
                  results_dir=str(tmp_path / "results"), log_dir=str(tmp_path / "logs"), progress=None)
     assert r.status == "complete" and r.model["file_type"] == "MOSTLY_Q8_0"
     for k in r.checks:
+        if k.stopped:  # a mixed prompt's decodes, stopped once it was done: no usage, the engine's timings so far
+            assert k.phase.startswith("mixeddecode@") and k.usage_completion_tokens is None
+            assert k.engine_predicted_tokens == k.client_chunks < k.max_tokens, k
+            continue
         assert k.usage_completion_tokens == k.engine_predicted_tokens
         # every token renders text (random_gguf.SILENT_TOKEN_IDS), so each streams as its own content event
         assert k.chunks_minus_usage == 0, k
+    assert any(k.stopped for k in r.checks)
     assert not [n for n in r.notes if "fewer content events" in n]
     for p in r.served:
         assert p.measured["requests_ok"] > 0
@@ -265,6 +270,10 @@ def test_whole_loop_against_llama_cpp(tmp_path):
     for c in r.comparisons:
         assert c.predicted > 0 and c.measured > 0 and math.isfinite(c.error_pct) and c.verdict
     for k in r.checks:  # the engine's token accounting agrees with itself
+        if k.stopped:  # stopped once the mixed prompt beside it was done: no usage, the tokens it streamed (a token
+            # with empty text streams with the next one)
+            assert k.client_chunks <= k.engine_predicted_tokens < k.max_tokens
+            continue
         assert k.usage_completion_tokens == k.engine_predicted_tokens
         if k.phase == "prefill":
             assert k.engine_prompt_tokens == 128
@@ -336,11 +345,22 @@ def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fix
     (b, k, corr), = tw["mixed_correction_by_batch_tokens_s"]  # two slots: one decode beside the prompt
     assert (b, k) == (1, 48) and 0.035 < corr < 0.065
     assert any(n.startswith("mixed-iteration correction") for n in r.notes)
-    # --cache-ram 0: nothing is copied, nothing measured; no mixed cost in the stand-in: no mixed correction to speak of
-    r0 = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path), extra=["--cache-ram", "0"]), tmp_path), progress=None)
+    # the decodes beside the prompt were stopped once it was done, long before the tokens they asked for (the twin's
+    # decodes ask as many), keeping the engine's timings of their last token
+    decodes = [c for c in r.checks if c.phase == "mixeddecode@48/1"]
+    assert len(decodes) == 2 and all(c.stopped and not c.error and c.usage_completion_tokens is None for c in decodes)
+    assert all(c.max_tokens >= 100 and 2 <= c.client_chunks < c.max_tokens / 2 for c in decodes)
+    assert all(c.engine_prompt_tokens == 8 and c.engine_predicted_tokens == c.client_chunks for c in decodes)
+    assert "requests with usage differ; 2 stopped by the client" in render_markdown(r)  # the cross-check counts them apart
+    # --cache-ram 0: nothing is copied, nothing measured; no mixed cost in the stand-in: no mixed correction to speak of;
+    # --no-slots: the slots' idleness cannot be read, so the decodes run to their end
+    r0 = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path), extra=["--cache-ram", "0", "--no-slots"]), tmp_path),
+                  progress=None)
     assert not any(c.phase.startswith("save") for c in r0.checks) and not r0.twin["settings"]["prompt_cache_ram"]
     (_, _, corr0), = r0.twin["settings"]["mixed_correction_by_batch_tokens_s"]
     assert abs(corr0) < 0.015
+    decodes0 = [c for c in r0.checks if c.phase == "mixeddecode@48/1"]
+    assert decodes0 and all(not c.stopped and c.usage_completion_tokens == c.max_tokens for c in decodes0)
 
 
 def test_stage_windows_predict_each_point_from_the_median_of_every_window(tmp_path, fixed_constants, monkeypatch):
