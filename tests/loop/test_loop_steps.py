@@ -425,7 +425,34 @@ def test_fit_speed_recovers_the_step_time_factor_a_point_ran_at():
     assert s == pytest.approx(1.25, rel=2e-3) and clamped is False
     assert fit_speed(twin, reqs, e2e_at(0.8)) == pytest.approx((0.8, False), rel=2e-3)
     assert fit_speed(twin, reqs, e2e_at(3.0)) == (SPEED_SCALE_BOUNDS[1], True)
+    assert fit_speed(twin, reqs, e2e_at(0.3)) == (SPEED_SCALE_BOUNDS[0], True)
     assert fit_speed(twin, reqs, []) is None
+
+
+def test_fit_speed_starts_from_its_guess_and_takes_few_simulations(monkeypatch):
+    """The residual at s = 1 guesses log s; false position from that bracket meets the bisection's precision in a
+    handful of simulations (bisecting x0.5..x2 took 18)."""
+    import harness.target.des as des
+    from harness.loop.speed import fit_speed, step_scaled
+    from harness.target.twin import requests_from_rows
+
+    twin = _light_twin()
+    reqs = requests_from_rows(_poisson_rows(30, 1.5))
+    calls = []
+    simulate = des.simulate
+
+    def counted(*a, **k):
+        calls.append(1)
+        return simulate(*a, **k)
+
+    for f in (0.7, 1.0, 1.6):
+        sim = simulate(step_scaled(twin, f).make_scheduler, reqs)
+        measured = [(i, float(x)) for i, x in enumerate(sim.finished_s - sim.arrival_s)]
+        monkeypatch.setattr(des, "simulate", counted)
+        calls.clear()
+        assert fit_speed(twin, reqs, measured)[0] == pytest.approx(f, rel=2e-3)
+        assert len(calls) <= 10
+        monkeypatch.setattr(des, "simulate", simulate)
     assert step_scaled(step_scaled(twin, 1.1), 2.0).settings.step_scale == pytest.approx(2.2)
 
 
