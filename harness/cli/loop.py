@@ -66,10 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--proxy", action="store_true", help="allow a calibration of another kernel family, thread count or model (the report says so)")
     parser.add_argument("--mixes", default="512/64,128/256", help="served-load prompt/output token mixes (default: %(default)s)")
     parser.add_argument("--rates", default="0.2,0.5,0.8,1.2", help="arrival rates as fractions of the predicted capacity (default: %(default)s)")
-    parser.add_argument("--point-duration-s", type=float, default=None, help="seconds of load per served point (default 60; 10 with --quick)")
+    parser.add_argument("--point-duration-s", type=float, default=None, help="seconds of load per served point (default 50; 10 with --quick)")
     parser.add_argument("--capacity-requests", type=int, default=None,
                         help="cpu: requests of the capacity burst per mix, sent at once; the capacity is the output tokens between the "
-                             "20th and 80th percentile completion over the mean output, predicted for the same requests (default 6 x slots; "
+                             "20th and 80th percentile completion over the mean output, predicted for the same requests (default 5 x slots; "
                              "0 = no burst, the default with --quick: capacity is then read from the overloaded point)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="cpu: measure each served point's workload this many times back to back (1-10); the median is "

@@ -40,13 +40,15 @@ from harness.loop.windows import (WINDOW_MODES, StageWindow, combine, correction
 
 DEFAULT_MIXES = ((512, 64), (128, 256))
 DEFAULT_RATE_FRACTIONS = (0.2, 0.5, 0.8, 1.2)  # of the predicted capacity; 1.2 measures the capacity itself
-FULL_POINT_S, QUICK_POINT_S = 60.0, 10.0
+# seconds of load per served point. 50 s in the full loop (60 s before 2026-12-03 afternoon: the Gemma loop took
+# 17.4 min at 11:18 and 19.5 min at 13:41, against the issue's 15; the points and their drains were 14 of the 19.5)
+FULL_POINT_S, QUICK_POINT_S = 50.0, 10.0
 PROBE_OUTPUT_TOKENS = 24  # the speed probe: one request at batch 1, its mean step over 23 gaps
 PROBE_SCALE_BOUNDS = (0.5, 2.0)  # a probe outside these × the reference is taken as a glitch and clamped
 QUICK_DRAIN_FACTOR = 1.0  # --quick: a point's drain is cut this many point durations after its last intended send (2.0 took the loop to 3.5 min)
 DEFAULT_STAGE_WINDOWS = 3  # before the served points, after about half of them, after the last (harness.loop.windows)
 SIDE_REPS = 2  # reps of a stage window's side measurements (LoopOptions.side_reps)
-CAPACITY_BURST_PER_SLOT = 6  # the capacity burst's requests per slot (the full loop's default)
+CAPACITY_BURST_PER_SLOT = 5  # the capacity burst's requests per slot (the full loop's default; 6 before 2026-12-03 afternoon)
 
 ProgressFn = Callable[[str], None]
 
@@ -145,8 +147,9 @@ class LoopOptions:
         return 1 if self.quick else SIDE_REPS
 
     def capacity_burst(self, slots: int) -> int:
-        """Requests of the capacity burst. At 6 × slots, N − ⌊0.8 N⌋ ≥ slots requests are still unfinished at the 80th
-        percentile completion, so every slot is busy over the whole measured window (a true saturation)."""
+        """Requests of the capacity burst. At 5 × slots, N − ⌊0.8 N⌋ = slots requests are still unfinished just before
+        the 80th percentile completion, so every slot is busy over the whole measured window (a true saturation); 6 ×
+        slots (before 2026-12-03 afternoon) only ran the burst longer: Gemma's two bursts took 174 s of the 13:41 loop."""
         if self.capacity_requests is not None:
             return self.capacity_requests
         return 0 if self.quick else max(10, CAPACITY_BURST_PER_SLOT * slots)

@@ -210,7 +210,7 @@ def test_options_name_the_flag():
         LoopOptions(point_duration_s=0.5)
     with pytest.raises(HarnessError, match="--capacity-requests"):
         LoopOptions(capacity_requests=5)
-    assert LoopOptions(quick=True).capacity_burst(4) == 0 and LoopOptions().capacity_burst(4) == 24
+    assert LoopOptions(quick=True).capacity_burst(4) == 0 and LoopOptions().capacity_burst(4) == 20
     assert LoopOptions(quick=True).side_reps == 1 and LoopOptions().side_reps == 2
     assert LoopOptions(capacity_requests=0).capacity_burst(4) == 0
     with pytest.raises(HarnessError, match="nothing to measure"):
