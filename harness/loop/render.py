@@ -35,7 +35,10 @@ def render_markdown(r: LoopReport) -> str:
         f"Engine: llama.cpp {r.engine.get('version')} (release {r.engine.get('release') or 'unknown'}, "
         f"commit {r.engine.get('commit') or 'unknown'}), {s['threads']} threads, "
         f"{r.engine['flags']['parallel']} slots. Prompt {s['prompt_tokens']} tokens; decode: {s['decode_prompt_tokens']}-token "
-        f"prompts, {s['output_tokens']} output tokens; {s['reps']} repetitions (median). Host load average (1 min) "
+        f"prompts, {s['output_tokens']} output tokens; {s['reps']} repetitions (median)"
+        + (f", {s['later_window_reps']} in later stage windows" if s.get('later_window_reps') not in (None, s['reps'])
+           and (s.get('stage_windows') or 1) > 1 else "")
+        + f". Host load average (1 min) "
         f"{s['load_average_1m_before_after'][0]:.1f} before, {_f1(s['load_average_1m_before_after'][1])} after"
         + (f"; the whole loop took {s['loop_wall_s'] / 60:.1f} min." if s.get("loop_wall_s") else "."),
         "",

@@ -146,6 +146,13 @@ class LoopOptions:
         3-minute target), at 1 26.5 of 48.6 s (12:18; 3.0 min)."""
         return 1 if self.quick else SIDE_REPS
 
+    def window_reps(self, window: int) -> int:
+        """Reps of a stage window's prefill and decodes: --reps in window 1, which plans the points and gives the
+        isolated-stage table; one fewer (at least 2) in later windows, which only correct the twin beside it. The
+        long-context rounds interleave one fewer again (short, long, short at 2). The three windows took 300 of the
+        2026-12-03 14:08 Gemma loop's 16.7 min."""
+        return self.reps if window == 0 or self.reps < 3 else self.reps - 1
+
     def capacity_burst(self, slots: int) -> int:
         """Requests of the capacity burst. At 5 × slots, N − ⌊0.8 N⌋ = slots requests are still unfinished just before
         the 80th percentile completion, so every slot is busy over the whole measured window (a true saturation); 6 ×
@@ -233,6 +240,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
         "reps": opts.reps, "quick": opts.quick, "threads": threads, "kv_dtype": "f16 (llama.cpp default)",
         "mixes": [list(m) for m in opts.mixes], "rate_fractions": list(opts.rate_fractions), "point_duration_s": opts.duration_s,
         "seed": opts.seed, "schedule": "poisson", "time_to_ready": None, "stage_windows": opts.n_windows,
+        "later_window_reps": opts.window_reps(1),
     }
     model_d = {"gguf": gm.path, "architecture": gm.architecture, "file_type": gm.file_type, "spec": asdict(gm.spec),
                "weight_bytes": gm.weight_bytes, "streamed_weight_bytes": gm.streamed_weight_bytes,
@@ -395,11 +403,12 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
     def keep(cs: Sequence[Any]) -> None:
         checks.extend(replace(c, window=window) for c in cs)
 
-    ms, cs = measure_prefill(url, served_name, opts.prompt_tokens, vocab, opts.reps, pid, threads)
+    reps = opts.window_reps(window)
+    ms, cs = measure_prefill(url, served_name, opts.prompt_tokens, vocab, reps, pid, threads)
     measured += ms
     keep(cs)
     top = max(opts.batches)
-    n_long = max(1, opts.reps - 1)
+    n_long = max(1, reps - 1)
 
     def long_decode(bsz: int) -> Callable[[int], None]:
         """The context correction's long-context decode at batch `bsz` (1 and the largest), after long prompts: one rep
@@ -418,7 +427,7 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
 
     for bsz in opts.batches:
         alive()
-        m, cs = measure_decode(url, served_name, bsz, opts.decode_prompt_tokens, opts.output_tokens, vocab, opts.reps, pid, threads,
+        m, cs = measure_decode(url, served_name, bsz, opts.decode_prompt_tokens, opts.output_tokens, vocab, reps, pid, threads,
                                after_rep=long_decode(bsz) if bsz in (1, top) else None)
         measured.append(m)
         keep(cs)
