@@ -583,6 +583,12 @@ def saturated_rate(finished_s: list[float], chunk_s: Sequence[Sequence[float]] |
     return r[0] if r else None
 
 
+# the load generator's lead from its set-up to the schedule's t0 (its users spawn and connect in it): 0.5 s, not the
+# default 1 s, for the loop's points against one local engine (at most 5 x slots users at once; ~4 s of every point
+# was the load process's own start, lead and end, 2026-12-03)
+LOAD_T0_LEAD_S = 0.5
+
+
 def _run_load(cfg: Any, workdir: Any, timeout_s: float) -> Any:
     from harness.bench.load import run_load  # noqa: PLC0415 - the use-case layer's load runner
 
@@ -603,7 +609,7 @@ def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float,
     cfg = LoadConfig(
         target_url=endpoint, artifact_path=str(artifact_path), run_id=new_run_id("loop-load"), results_dir=results_dir,
         model=served_name, max_concurrency=256, request_timeout_s=request_timeout_s,
-        drain_timeout_s=request_timeout_s + 10.0 if drain_limit_s is None else float(drain_limit_s),
+        drain_timeout_s=request_timeout_s + 10.0 if drain_limit_s is None else float(drain_limit_s), t0_lead_s=LOAD_T0_LEAD_S,
         scrape=[{"role": "all", "url": f"{endpoint}/metrics"}], extra_body={"ignore_eos": True},
         summary=SummaryOptions(warmup_s=0.0, cooldown_s=0.0, slo_ttft_s=None, slo_tpot_s=None, slo_e2e_s=None),
         manifest_extra={"bench": "loop-cpu served point", "mix": mix, "rate_per_s": rate_per_s},

@@ -35,10 +35,7 @@ def render_markdown(r: LoopReport) -> str:
         f"Engine: llama.cpp {r.engine.get('version')} (release {r.engine.get('release') or 'unknown'}, "
         f"commit {r.engine.get('commit') or 'unknown'}), {s['threads']} threads, "
         f"{r.engine['flags']['parallel']} slots. Prompt {s['prompt_tokens']} tokens; decode: {s['decode_prompt_tokens']}-token "
-        f"prompts, {s['output_tokens']} output tokens; {s['reps']} repetitions (median)"
-        + (f", {s['later_window_reps']} in later stage windows" if s.get('later_window_reps') not in (None, s['reps'])
-           and (s.get('stage_windows') or 1) > 1 else "")
-        + f". Host load average (1 min) "
+        f"prompts, {s['output_tokens']} output tokens; {_reps(s)}. Host load average (1 min) "
         f"{s['load_average_1m_before_after'][0]:.1f} before, {_f1(s['load_average_1m_before_after'][1])} after"
         + (f"; the whole loop took {s['loop_wall_s'] / 60:.1f} min." if s.get("loop_wall_s") else "."),
         "",
@@ -90,6 +87,15 @@ def render_markdown(r: LoopReport) -> str:
     eu = [k for k in with_usage if k.engine_predicted_tokens is not None and k.usage_completion_tokens != k.engine_predicted_tokens]
     lines.append(f"- usage.completion_tokens vs timings.predicted_n: {len(eu)} of {len(with_usage)} requests with usage differ")
     return _tail(r, lines)
+
+
+def _reps(s: dict) -> str:
+    """The stage repetitions: --reps, or each window's when they differ (LoopOptions.window_reps; a run stored before
+    has only --reps)."""
+    per = s.get("stage_reps") or [s["reps"]]
+    if len(set(per)) == 1:
+        return f"{per[0]} repetitions (median)"
+    return f"{per[0]} repetitions (median) in stage window 1, {per[1]} in later windows"
 
 
 def _tail(r: LoopReport, lines: list[str]) -> str:

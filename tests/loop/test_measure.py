@@ -50,3 +50,22 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_served_points_give_the_load_generator_a_half_second_lead(monkeypatch, tmp_path):
+    """The loop's points start their schedule 0.5 s after the load process is set up, not the load generator's
+    default 1 s: its users spawn and connect to one local engine in that time."""
+    import harness.loop.measure as m
+    from workloads.config import LoadConfig
+
+    seen = []
+
+    def fake_run_load(cfg, workdir, timeout_s):
+        seen.append(cfg)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(m, "_run_load", fake_run_load)
+    with pytest.raises(RuntimeError, match="stop here"):
+        m.measure_served("http://127.0.0.1:1", "x", "8/2", 1.0, str(tmp_path / "a.parquet"), 5.0, str(tmp_path), tmp_path,
+                         None, 1, request_timeout_s=30.0)
+    assert seen[0].t0_lead_s == m.LOAD_T0_LEAD_S == 0.5 < LoadConfig.t0_lead_s

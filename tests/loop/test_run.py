@@ -411,11 +411,13 @@ def test_stage_windows_predict_each_point_from_the_median_of_every_window(tmp_pa
     assert all(c.within_band for c in tp)  # the points ran at the fast windows' speed, the band's low end
     md = render_markdown(r)
     assert "### Stage windows" in md and "verdict with window 1 alone" in md and "| spread" in md
-    assert "1 repetitions (median). Host" in md and r.settings["later_window_reps"] == 1  # --reps 1: every window alike
+    assert "1 repetitions (median). Host" in md and r.settings["stage_reps"] == [1, 1, 1, 1]  # --reps 1: every window alike
     from dataclasses import replace  # noqa: PLC0415
 
-    three = render_markdown(replace(r, settings={**r.settings, "reps": 3, "later_window_reps": 2}))
-    assert "3 repetitions (median), 2 in later stage windows. Host" in three
+    three = render_markdown(replace(r, settings={**r.settings, "reps": 3, "stage_reps": [3, 2, 2, 2]}))
+    assert "3 repetitions (median) in stage window 1, 2 in later windows. Host" in three
+    old = {k: v for k, v in r.settings.items() if k != "stage_reps"}  # a run stored before: --reps alone
+    assert "1 repetitions (median). Host" in render_markdown(replace(r, settings=old))
     assert "48-token prompt beside 1 decode (engine; over the same alone just before)" in md
     assert all(w["mixed_prompt_s"] and w["mixed_extra_s"] for w in r.stage_windows)
     assert "single windows' predictions" in md and any(n.startswith("host drift against model error") for n in r.notes)
@@ -495,6 +497,7 @@ def test_stage_window_interleaves_the_long_context_decode_with_batch_1_and_the_l
     opts = LoopOptions(config="x", batches=(1, 2, 4), reps=3, served=False)
     assert [opts.window_reps(w) for w in (0, 1, 2)] == [3, 2, 2]
     assert LoopOptions(config="x", reps=2).window_reps(1) == 2 and LoopOptions(config="x", reps=5).window_reps(2) == 4
+    assert LoopOptions(config="x", quick=True).window_reps(0) == 2  # --quick's one window: a smoke test
     calls.clear()
     run_mod.measure_stage_window("http://x", "m", opts, 1000, sched, None, 2, window=1)
     assert calls == paired(1, 2) + ["decode@2#0", "decode@2#1"] + paired(4, 2)
