@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--proxy", action="store_true", help="allow a calibration of another kernel family, thread count or model (the report says so)")
     parser.add_argument("--mixes", default="512/64,128/256", help="served-load prompt/output token mixes (default: %(default)s)")
     parser.add_argument("--rates", default="0.2,0.5,0.8,1.2", help="arrival rates as fractions of the predicted capacity (default: %(default)s)")
-    parser.add_argument("--point-duration-s", type=float, default=None, help="seconds of load per served point (default 50; 10 with --quick)")
+    parser.add_argument("--point-duration-s", type=float, default=None, help="seconds of load per served point (cpu: default 50, 8 with --quick; gpu: 60, 10 with --quick)")
     parser.add_argument("--capacity-requests", type=int, default=None,
                         help="cpu: requests of the capacity burst per mix, sent at once; the capacity is the output tokens between the "
                              "20th and 80th percentile completion over the mean output, predicted for the same requests (default 5 x slots; "
@@ -84,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="workload seed (arrivals and prompts; the twin replays the same)")
     parser.add_argument("--no-stages", action="store_true", help="skip the isolated prefill/decode measurements")
     parser.add_argument("--no-served", action="store_true", help="skip the served-load points")
-    parser.add_argument("--quick", action="store_true", help="short calibration budget, 10 s served points, one repetition")
+    parser.add_argument("--quick", action="store_true", help="short calibration budget, short served points (cpu 8 s, gpu 10 s), one repetition")
     parser.add_argument("--results", default="results", help="results folder (default: %(default)s)")
     parser.add_argument("--no-store", action="store_true", help="do not write a run")
     parser.add_argument("--markdown", default=None, help="also write the report as Markdown to this file")

@@ -41,8 +41,9 @@ from harness.loop.windows import (WINDOW_MODES, StageWindow, combine, correction
 DEFAULT_MIXES = ((512, 64), (128, 256))
 DEFAULT_RATE_FRACTIONS = (0.2, 0.5, 0.8, 1.2)  # of the predicted capacity; 1.2 measures the capacity itself
 # seconds of load per served point. 50 s in the full loop (60 s before 2026-12-03 afternoon: the Gemma loop took
-# 17.4 min at 11:18 and 19.5 min at 13:41, against the issue's 15; the points and their drains were 14 of the 19.5)
-FULL_POINT_S, QUICK_POINT_S = 50.0, 10.0
+# 17.4 min at 11:18 and 19.5 min at 13:41, against the issue's 15; the points and their drains were 14 of the 19.5);
+# 8 s with --quick (10 s before: the quick loop took 3.5 min twice at 14:43-14:52, its 8 points 142 s of the 212)
+FULL_POINT_S, QUICK_POINT_S = 50.0, 8.0
 PROBE_OUTPUT_TOKENS = 24  # the speed probe: one request at batch 1, its mean step over 23 gaps
 PROBE_SCALE_BOUNDS = (0.5, 2.0)  # a probe outside these × the reference is taken as a glitch and clamped
 QUICK_DRAIN_FACTOR = 1.0  # --quick: a point's drain is cut this many point durations after its last intended send (2.0 took the loop to 3.5 min)
@@ -148,11 +149,10 @@ class LoopOptions:
 
     def window_reps(self, window: int) -> int:
         """Reps of a stage window's prefill and decodes: --reps in window 1, which plans the points and gives the
-        isolated-stage table; one fewer (at least 2) in later windows, which only correct the twin beside it, and in
-        --quick's one window (a smoke test: 3.5 min at 2026-12-03 14:43 against the 3-minute target, its window 54 s).
-        The long-context rounds interleave one fewer again (short, long, short at 2). The three windows took 300 s of
-        the 14:08 Gemma loop's 16.7 min."""
-        return self.reps if (window == 0 and not self.quick) or self.reps < 3 else self.reps - 1
+        isolated-stage table; one fewer (at least 2) in later windows, which only correct the twin beside it. The
+        long-context rounds interleave one fewer again (short, long, short at 2). The three windows took 300 s of the
+        2026-12-03 14:08 Gemma loop's 16.7 min. (`harness loop cpu --quick` runs one window at --reps 1.)"""
+        return self.reps if window == 0 or self.reps < 3 else self.reps - 1
 
     def capacity_burst(self, slots: int) -> int:
         """Requests of the capacity burst. At 5 × slots, N − ⌊0.8 N⌋ = slots requests are still unfinished just before
