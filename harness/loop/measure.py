@@ -583,9 +583,11 @@ def saturated_rate(finished_s: list[float], chunk_s: Sequence[Sequence[float]] |
     return r[0] if r else None
 
 
-# the load generator's lead from its set-up to the schedule's t0 (its users spawn and connect in it): 0.5 s, not the
-# default 1 s, for the loop's points against one local engine (at most 5 x slots users at once; ~4 s of every point
-# was the load process's own start, lead and end, 2026-12-03)
+# the load generator's lead from its set-up to the schedule's t0 (its users, one per request of the point, spawn and
+# connect in it): 0.5 s, not the default 1 s, for the loop's points against one local engine on 127.0.0.1. In the
+# 2026-12-03 13:41 Gemma loop each point spent ~4 s outside its schedule: 1.05-1.09 s from the load run's creation to
+# its t0 (the lead), 0.24-0.67 s from its last record to its summary, 2.0-3.2 s from one summary to the next run's
+# creation (the load process's start and the loop's work between points)
 LOAD_T0_LEAD_S = 0.5
 
 

@@ -40,16 +40,10 @@ def test_waiting_ends_when_idle_and_names_what_was_waited_for_when_not():
 
 
 def test_an_engine_that_is_gone_is_said_so_at_once():
+    from harness.engines.launcher import free_port  # noqa: PLC0415
+
     with pytest.raises(http.EngineUnreachable):
-        slots_idle_reader(f"http://127.0.0.1:{_closed_port()}")
-
-
-def _closed_port() -> int:
-    import socket  # noqa: PLC0415
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        slots_idle_reader(f"http://127.0.0.1:{free_port()}")
 
 
 def test_served_points_give_the_load_generator_a_half_second_lead(monkeypatch, tmp_path):
