@@ -1,4 +1,5 @@
-"""Statistics of a comparison: bootstrap interval of a relative delta, the Mann-Whitney rank test, verdicts.
+"""Statistics of a comparison: bootstrap interval of a relative delta, the Mann-Whitney rank test, verdicts, and the
+distribution-free interval of one sample's median.
 
 Relative delta of a statistic θ (p50, p99, mean, sum, median ...) of run B against baseline A:
 
@@ -91,6 +92,46 @@ def _resampled_values(x: np.ndarray, specs: list[MetricSpec], n_boot: int, rng: 
         for out, spec in zip(outs, specs):
             out[start:start + k] = STATISTICS[spec.statistic](xs)
     return [np.asarray(spec.value(out), dtype=float) for out, spec in zip(outs, specs)]
+
+
+@dataclass(frozen=True)
+class MedianInterval:
+    """A distribution-free interval of a population median from one sample: [x_(j), x_(n+1−j)], the j-th smallest and
+    the j-th largest value, with the largest j whose coverage P(j ≤ K ≤ n − j), K ~ Binomial(n, ½), is at least the
+    confidence asked (Conover, Practical Nonparametric Statistics, §3.2). Exact for any continuous distribution of
+    independent draws; the requests of one load run share queues, so for them it is an approximation, as the bootstrap
+    above."""
+
+    low: float
+    high: float
+    coverage: float  # the interval's exact coverage (at least the confidence asked)
+    rank: int  # j: the interval runs from the j-th smallest to the j-th largest value
+    n: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def median_interval(values: Any, confidence: float = 0.95) -> MedianInterval | None:
+    """The order-statistic interval of the median of `values` (NaN dropped); None when the sample is too small for any
+    interval to reach `confidence` (below 6 values at 0.95: even [min, max] covers only 1 − 2 / 2ⁿ)."""
+    if not (0.5 < confidence < 1.0):
+        raise HarnessError(f"the median interval's confidence must be in (0.5, 1), e.g. 0.95, got {confidence!r}.")
+    x = np.sort(np.asarray(values, dtype=float).ravel())
+    x = x[np.isfinite(x)]
+    n = int(x.size)
+    best = None
+    below = 0.5 ** n  # P(K ≤ j − 1), at j = 1
+    for j in range(1, n // 2 + 1):
+        cover = 1.0 - 2.0 * below
+        if cover < confidence:
+            break
+        best = (j, cover)
+        below += math.comb(n, j) * 0.5 ** n
+    if best is None:
+        return None
+    j, cover = best
+    return MedianInterval(float(x[j - 1]), float(x[n - j]), cover, j, n)
 
 
 def _check(n_boot: int, confidence: float) -> None:

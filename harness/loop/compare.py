@@ -85,6 +85,9 @@ TARGETS_PCT = {"capacity_rps": 5.0, "ttft_p50_s": 10.0, "tpot_p50_s": 10.0}
 # that waited: 128/256 x 0.8, p50 269 ms at x 0.99 and 1064 ms at x 1.01).
 CONDITION_STEP_PCT = 2.0
 SERVED_METRICS = ("request_throughput_per_s", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "e2e_p50_s")
+# the judged medians and the ServedMeasurement field holding each one's interval (harness.loop.measure)
+MEASURED_MEDIAN_INTERVALS = {"ttft_p50_s": "ttft_p50_interval_s", "tpot_p50_s": "tpot_p50_interval_s"}
+MEASURED_MEDIAN_CONFIDENCE = 0.95  # the confidence of those intervals (harness.compare.stats.median_interval's default)
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,8 @@ class ServedComparison:
     cond_hi: float | None = None  # x (1 -/+ CONDITION_STEP_PCT %): how sensitive the figure is to the step times
     speed_scale: float | None = None  # the step-time factor fitted on the point's own requests' E2E (harness.loop.speed)
     at_speed: float | None = None  # the same twin's figure at that factor: a diagnostic, not held out, never judged
+    meas_lo: float | None = None  # the distribution-free 95 % interval of the measured median (MEASURED_MEDIAN_CONFIDENCE;
+    meas_hi: float | None = None  # harness.compare.stats.median_interval): how far the point's own sample pins its p50
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -131,6 +136,23 @@ class ServedComparison:
         if self.at_speed is None or self.measured is None or not self.measured or self.target_pct is None:
             return None
         return bool(abs(self.at_speed / self.measured - 1) * 100.0 <= self.target_pct)
+
+    @property
+    def measured_precise(self) -> bool | None:
+        """The measured median's interval lies within target of the measured figure: the point's sample pins its own p50
+        as tightly as the target asks (None: no interval, too few requests, or no target)."""
+        if self.meas_lo is None or self.meas_hi is None or self.measured is None or not self.measured or self.target_pct is None:
+            return None
+        t = self.target_pct / 100.0
+        return bool(self.measured * (1 - t) <= self.meas_lo and self.meas_hi <= self.measured * (1 + t))
+
+    @property
+    def predicted_in_measured_interval(self) -> bool | None:
+        """The prediction lies inside the measured median's interval: this sample cannot tell the two apart (None: no
+        interval or no prediction). Never counted in the verdict: a figure outside target stays outside."""
+        if self.meas_lo is None or self.meas_hi is None or self.predicted is None:
+            return None
+        return bool(self.meas_lo <= self.predicted <= self.meas_hi)
 
     @property
     def ill_conditioned(self) -> bool | None:
@@ -178,8 +200,9 @@ def compare_served(mix: str, point: int, rate: float, fraction: float, pred: Any
                 shown = ", ".join("—" if v is None else (f"{v * 1e3:.0f} ms" if v < 10 else f"{v:.1f} s") for v in vals)
                 row_note = "; ".join(x for x in (row_note, f"{len(repeats)} repeats of the same workload: {shown} (spread "
                                                            f"{sp:.0f} % of the median{', wider than the target' if sp > 2 * tgt else ''})") if x)
+        iv = getattr(meas, MEASURED_MEDIAN_INTERVALS.get(metric, ""), None)
         out.append(ServedComparison(mix, point, rate, fraction, metric, p, m, e, held_out, meas.contended, meas.engine_cpu_share, tgt, met,
-                                    row_note))
+                                    row_note, meas_lo=iv[0] if iv else None, meas_hi=iv[1] if iv else None))
     return out
 
 
@@ -297,6 +320,32 @@ def speed_summary(rows: list[ServedComparison]) -> SpeedSummary | None:
     scales = [r.speed_scale for r in judged]
     return SpeedSummary(len(judged), sum(1 for r in judged if r.met_at_speed), len(miss), sum(1 for r in miss if r.met_at_speed),
                         min(scales), max(scales))
+
+
+@dataclass(frozen=True)
+class PrecisionSummary:
+    """The judged medians against their own sample's interval (ServedComparison.measured_precise and
+    predicted_in_measured_interval): how many points could test the target at all, and how many misses the sample
+    cannot tell from the prediction."""
+
+    judged: int  # judged medians (TTFT, TPOT p50)
+    too_few: int  # of them, measured over too few requests for a 95 % interval (below 6)
+    precise: int  # of them, with an interval within target of the measured figure
+    misses: int  # judged medians outside target
+    misses_inside: int  # of the misses, with the prediction inside the measured median's interval
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def precision_summary(rows: list[ServedComparison]) -> PrecisionSummary | None:
+    """None when no judged median has an interval (a run stored before intervals, or every point under 6 requests)."""
+    judged = [r for r in rows if r.met is not None and r.metric in MEASURED_MEDIAN_INTERVALS]
+    if not any(r.meas_lo is not None for r in judged):
+        return None
+    miss = [r for r in judged if not r.met]
+    return PrecisionSummary(len(judged), sum(1 for r in judged if r.meas_lo is None), sum(1 for r in judged if r.measured_precise),
+                            len(miss), sum(1 for r in miss if r.predicted_in_measured_interval))
 
 
 def served_verdict(rows: list[ServedComparison]) -> Verdict:

@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Sequence
 
+from harness.compare.stats import median_interval
 from harness.engines import http
 from harness.errors import HarnessError
 from harness.target.saturation import completion_rate, saturated_rates, saturation_window
@@ -516,6 +517,10 @@ class ServedMeasurement:
     engine_cpu_share: float | None  # engine CPU-s / (busy_s × threads)
     engine_prompt_tokens_median: float | None  # timings.prompt_n as the engine counted
     engine_output_tokens_median: float | None
+    # the distribution-free 95 % interval of the median TTFT and TPOT over the measured requests (harness.compare.stats.
+    # median_interval): how far the sample pins its own p50; None below 6 requests, and for a median over --repeats
+    ttft_p50_interval_s: tuple[float, float] | None = None
+    tpot_p50_interval_s: tuple[float, float] | None = None
 
     @property
     def contended(self) -> bool:
@@ -545,7 +550,7 @@ def combine_repeats(ms: list[ServedMeasurement]) -> ServedMeasurement:
     shares = [m.engine_cpu_share for m in ms if m.engine_cpu_share is not None]
     return replace(ms[0], requests_total=sum(m.requests_total for m in ms), requests_ok=sum(m.requests_ok for m in ms),
                    errors_by_class=errors, engine_busy_s=sum(m.engine_busy_s for m in ms), engine_cpu_share=min(shares) if shares else None,
-                   **med)
+                   ttft_p50_interval_s=None, tpot_p50_interval_s=None, **med)
 
 
 def busy_union_s(intervals: list[tuple[float, float]]) -> float:
@@ -633,6 +638,13 @@ def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float,
         share = (cpu1 - cpu0) / (busy * threads)
     med = (lambda col: float(ok[col].median()) if len(ok) and col in ok and ok[col].notna().any() else None)
     pct = (lambda k, q: (s.get(k) or {}).get(q))
+    # the requests the summary's percentiles cover: ok, intended inside the schedule (warm-up and cool-down are 0 here)
+    in_window = ok if span_s <= 0 else ok[ok["intended_ns"].astype(float) / 1e9 < span_s]
+
+    def interval(col: str) -> tuple[float, float] | None:
+        iv = median_interval(in_window[col].astype(float)) if len(in_window) and col in in_window else None
+        return None if iv is None else (iv.low, iv.high)
+
     n_total, n_ok, errors = int(s["requests_total"]), int(s["requests_ok"]), dict(s["errors_by_class"])
     if span_s <= 0:  # a burst (every request intended at 0): the summary's window of intended sends is empty; count all
         n_total, n_ok = len(df), len(ok)
@@ -647,4 +659,5 @@ def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float,
         if len(ok) else None,
         engine_busy_s=busy, engine_cpu_share=share,
         engine_prompt_tokens_median=med("engine_prompt_n"), engine_output_tokens_median=med("engine_predicted_n"),
+        ttft_p50_interval_s=interval("ttft_s"), tpot_p50_interval_s=interval("tpot_s"),
     )

@@ -6,7 +6,8 @@ import math
 import statistics
 from typing import Any
 
-from harness.loop.compare import CONDITION_STEP_PCT, _is_time, band_summary, condition_summary, repeat_spread_pct, speed_summary
+from harness.loop.compare import (CONDITION_STEP_PCT, MEASURED_MEDIAN_CONFIDENCE, _is_time, band_summary, condition_summary,
+                                  precision_summary, repeat_spread_pct, speed_summary)
 from harness.loop.report import LoopReport
 from harness.units import fmt_ms, fmt_num
 
@@ -198,6 +199,12 @@ def _cond(c: Any) -> str:
     return f"{_v(c.metric, c.cond_lo)} – {_v(c.metric, c.cond_hi)}" + (" ill-conditioned" if c.ill_conditioned else "")
 
 
+def _meas_interval(c: Any) -> str:
+    if c.meas_lo is None or c.meas_hi is None:
+        return "—"
+    return f"{_v(c.metric, c.meas_lo)} – {_v(c.metric, c.meas_hi)}" + (" (wider than the target)" if c.measured_precise is False else "")
+
+
 def _speed(c: Any) -> str:
     if c.at_speed is None or c.speed_scale is None:
         return "—"
@@ -231,12 +238,14 @@ def _served(r: LoopReport) -> list[str]:
     banded = any(c.band_lo is not None for c in r.served_comparisons)
     conditioned = any(c.cond_lo is not None for c in r.served_comparisons)
     sped = any(c.at_speed is not None for c in r.served_comparisons)
+    spanned = any(c.meas_lo is not None for c in r.served_comparisons)
     lines += ["| mix | rate | × capacity | n | held-out | metric | predicted | measured | error | target | "
+              + (f"measured median, {MEASURED_MEDIAN_CONFIDENCE:.0%} interval | " if spanned else "")
               + ("single windows' predictions (measured within target of them?) | " if banded else "")
               + (f"twin at ±{CONDITION_STEP_PCT:g} % step time | " if conditioned else "")
               + ("twin at the point's own speed (diagnostic, not held out) | " if sped else "") + "engine CPU share |",
-              "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if banded else "") + ("---|" if conditioned else "")
-              + ("---|" if sped else "") + "---|"]
+              "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if spanned else "") + ("---|" if banded else "")
+              + ("---|" if conditioned else "") + ("---|" if sped else "") + "---|"]
     n_by = {(p.mix, p.point): p.requests for p in r.served}
     for c in r.served_comparisons:
         err = "—" if c.error_pct is None else f"{c.error_pct:+.1f}%"
@@ -248,7 +257,7 @@ def _served(r: LoopReport) -> list[str]:
         frac = "∞" if burst else f"{c.rate_fraction_of_capacity:.2f}"
         lines.append(f"| {c.mix} | {rate} | {frac} | {n or '—'} | "
                      f"{'yes' if c.held_out else 'no (fit)'} | {c.metric} | {_v(c.metric, c.predicted)} | {_v(c.metric, c.measured)} | "
-                     f"{err} | {tgt} | " + (f"{_band(c)} | " if banded else "")
+                     f"{err} | {tgt} | " + (f"{_meas_interval(c)} | " if spanned else "") + (f"{_band(c)} | " if banded else "")
                      + (f"{_cond(c) if c.target_pct is not None else '—'} | " if conditioned else "")
                      + (f"{_speed(c) if c.target_pct is not None else '—'} | " if sped else "") + f"{share} |")
     seen: set[tuple[str, int]] = set()
@@ -284,5 +293,12 @@ def _served(r: LoopReport) -> list[str]:
                       f"(×{ss.scale_lo:.3f} … ×{ss.scale_hi:.3f}), {ss.met_at_speed} of {ss.judged} judged figures would be "
                       f"within target; of the {ss.misses} outside, {ss.misses_met_at_speed} are explained by the host's speed "
                       f"during their point, {ss.misses - ss.misses_met_at_speed} by no single speed"]
+        ps = precision_summary(list(r.served_comparisons))
+        if ps is not None:
+            lines += [f"- measurement precision: of the {ps.judged} judged medians, {ps.precise} were pinned by their point's own "
+                      f"sample within target ({MEASURED_MEDIAN_CONFIDENCE:.0%} distribution-free interval), "
+                      f"{ps.judged - ps.precise - ps.too_few} less tightly, {ps.too_few} had under 6 requests; of the "
+                      f"{ps.misses} outside target, {ps.misses_inside} have the prediction inside the measured interval "
+                      "(the sample cannot tell them apart; still counted as misses)"]
     return lines
 

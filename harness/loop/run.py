@@ -25,8 +25,9 @@ from typing import Any, Callable, Sequence
 
 from harness.errors import HarnessError
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
-from harness.loop.compare import (CONDITION_STEP_PCT, TARGETS_PCT, ServedComparison, band_summary, compare, compare_capacity,
-                                  compare_capacity_burst, compare_served, condition_summary, served_verdict, speed_summary)
+from harness.loop.compare import (CONDITION_STEP_PCT, MEASURED_MEDIAN_CONFIDENCE, TARGETS_PCT, ServedComparison, band_summary,
+                                  compare, compare_capacity, compare_capacity_burst, compare_served, condition_summary,
+                                  precision_summary, served_verdict, speed_summary)
 from harness.loop.measure import (MIXED_PROMPT_SLOT, PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, ServedMeasurement, combine_repeats,
                                   completion_body, fit_prompts, measure_decode, measure_mixed_prompts, measure_prefill,
                                   measure_prompt_saves, measure_prompts, measure_served, mixed_alone_prompt_s, mixed_decode_slots,
@@ -368,6 +369,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
             windowed_predictions(state, opts, writer, say)
         conditioning(state, opts, say)
         host_speed(state, opts, say)
+        measurement_precision(state, say)
     except (HarnessError, KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - keep the partial run, then re-raise
         err = f"{type(exc).__name__}: {exc}" if not isinstance(exc, HarnessError) else str(exc)
         eng_proc = state.get("engine_died")
@@ -1308,6 +1310,24 @@ def host_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lambd
               f"{ss.misses - ss.misses_met_at_speed} are not (no single speed does: prefill and decode moved apart, a "
               "scheduling cliff, or a wrong term)")
         say(state["notes"][-1])
+
+
+def measurement_precision(state: dict[str, Any], say: ProgressFn = lambda m: None) -> None:
+    """A note on how tightly each point's own sample pins its judged medians (harness.loop.compare.precision_summary):
+    a p50 over a handful of requests can move past the target when one request lands on the other side of a
+    scheduling cliff, and the verdict should be read with that in view. Reads the measurements only; never judges."""
+    ps = precision_summary(served_rows(state))
+    if ps is None:
+        return
+    state["notes"].append(
+        f"measurement precision: each judged median's distribution-free {MEASURED_MEDIAN_CONFIDENCE:.0%} interval over its "
+        f"point's requests (the column 'measured median, {MEASURED_MEDIAN_CONFIDENCE:.0%} interval'; order statistics, "
+        f"requests treated as independent draws). Of the {ps.judged} judged medians, {ps.precise} have an interval within "
+        f"their target of the measured figure (the sample pins the p50 that tightly), {ps.judged - ps.precise - ps.too_few} "
+        f"a wider one, and {ps.too_few} had under 6 requests (no {MEASURED_MEDIAN_CONFIDENCE:.0%} interval exists). Of the "
+        f"{ps.misses} outside target, {ps.misses_inside} have the prediction inside the measured interval: their point's "
+        "sample cannot tell prediction from measurement (the verdict still counts them as misses)")
+    say(state["notes"][-1])
 
 
 def _alive(eng: Any, proc: Any) -> None:

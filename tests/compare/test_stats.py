@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from harness.compare.stats import (MetricSpec, average_ranks, bootstrap_delta, bootstrap_deltas, mann_whitney, verdict)
+from harness.compare.stats import (MetricSpec, average_ranks, bootstrap_delta, bootstrap_deltas, mann_whitney, median_interval,
+                                   verdict)
 from harness.errors import HarnessError
 
 
@@ -115,3 +116,27 @@ def test_mann_whitney_null_and_identical():
     t = mann_whitney([1.0, 1.0, 1.0], [1.0, 1.0])
     assert t.p_value == 1.0 and t.prob_b_greater == 0.5
     assert mann_whitney([], [1.0]) is None
+
+
+def test_median_interval_takes_the_order_statistics_of_the_binomial_table():
+    # Conover's table of the median's order-statistic interval at 95 %: n = 6 (1, 6), 10 (2, 9), 20 (6, 15), 50 (18, 33)
+    for n, j, cover in ((6, 1, 1 - 2 / 64), (10, 2, 1 - 2 * 11 / 1024), (20, 6, None), (50, 18, None)):
+        iv = median_interval(np.arange(1.0, n + 1.0)[::-1])  # any order
+        assert (iv.rank, iv.low, iv.high, iv.n) == (j, float(j), float(n + 1 - j), n)
+        assert iv.coverage >= 0.95 and (cover is None or iv.coverage == pytest.approx(cover))
+    assert median_interval([1.0, 2.0, 3.0, 4.0, 5.0]) is None  # [min, max] of 5 covers 1 - 2/32 < 95 %
+    assert median_interval([]) is None
+    assert median_interval([1.0, 2.0, float("nan"), 3.0, 4.0, 5.0]) is None  # NaN dropped: 5 values left
+    assert median_interval(np.arange(7.0), confidence=0.9).rank == 1
+    with pytest.raises(HarnessError, match="confidence must be in"):
+        median_interval([1.0] * 10, confidence=1.0)
+
+
+def test_median_interval_covers_the_true_median_as_often_as_it_says():
+    rng = np.random.default_rng(3)
+    x = rng.exponential(1.0, size=(4000, 10))  # true median ln 2
+    hits = 0
+    for row in x:
+        iv = median_interval(row)
+        hits += iv.low <= math.log(2) <= iv.high
+    assert abs(hits / len(x) - median_interval(x[0]).coverage) < 0.015  # 0.979 exact; 4000 draws: ± 0.005 standard error

@@ -321,6 +321,35 @@ def test_a_miss_within_the_single_windows_band_is_counted_as_host_drift():
     assert band_summary([row(0.6, 0.9)]) is None
 
 
+def test_a_median_measured_over_few_requests_is_judged_with_its_own_interval_in_view():
+    from harness.loop.compare import ServedComparison, precision_summary
+    from harness.loop.measure import ServedMeasurement
+
+    def row(pred, meas, lo=None, hi=None, metric="tpot_p50_s"):
+        e = (pred - meas) / meas * 100
+        return ServedComparison("m", 0, 1.0, 0.5, metric, pred, meas, e, True, False, 0.97, 10.0, abs(e) <= 10, "",
+                                meas_lo=lo, meas_hi=hi)
+
+    # 10 TPOTs in two clusters (requests a long prompt interrupted, and those it did not): p50 61.5 ms, interval 49-112 ms
+    bimodal = row(0.089, 0.0615, lo=0.049, hi=0.112)
+    tight = row(0.080, 0.0615, lo=0.060, hi=0.064)  # the same miss, over a sample that pins its p50 within 10 %
+    hit = row(0.062, 0.0615, lo=0.058, hi=0.066, metric="ttft_p50_s")
+    few = row(0.090, 0.0615)  # under 6 requests: no interval
+    assert bimodal.measured_precise is False and bimodal.predicted_in_measured_interval is True
+    assert tight.measured_precise is True and tight.predicted_in_measured_interval is False
+    assert few.measured_precise is None and few.predicted_in_measured_interval is None
+    ps = precision_summary([bimodal, tight, hit, few])
+    assert (ps.judged, ps.too_few, ps.precise, ps.misses, ps.misses_inside) == (4, 1, 2, 3, 1)
+    assert precision_summary([few]) is None
+    # compare_served takes each judged median's interval from the measurement; the others get none
+    m = ServedMeasurement("m", 1.0, "run", 10, 10, {"ok": 10}, 1.0, 64.0, 1.0, 2.0, 0.0615, 5.0, None, 9.0, 0.97, 512.0, 64.0,
+                          ttft_p50_interval_s=(0.9, 1.3), tpot_p50_interval_s=(0.049, 0.112))
+    by = {r.metric: r for r in compare_served("m", 0, 1.0, 0.5, _Fig(ttft_p50_s=1.0, tpot_p50_s=0.089), m)}
+    assert (by["ttft_p50_s"].meas_lo, by["ttft_p50_s"].meas_hi) == (0.9, 1.3)
+    assert (by["tpot_p50_s"].meas_lo, by["tpot_p50_s"].meas_hi) == (0.049, 0.112)
+    assert by["e2e_p50_s"].meas_lo is None and by["ttft_p90_s"].meas_hi is None
+
+
 def test_a_figure_that_leaves_its_target_within_two_percent_of_step_time_is_ill_conditioned():
     from harness.loop.compare import ServedComparison, condition_summary
 

@@ -101,6 +101,25 @@ def test_loop_writes_every_table(tmp_path, fixed_constants):
     # the rates are fractions of the capacity the corrected twin predicts (set after the stages' corrections)
     for p in r.served:
         assert p.rate_per_s == pytest.approx(p.rate_fraction_of_capacity * r.capacity[p.mix]["requests_per_s"])
+    # each judged median carries its sample's own interval, over the requests the load summary's p50 covers
+    from harness.compare.stats import median_interval
+
+    by_point = {p.point: p for p in r.served}
+    checked = 0
+    for c in r.served_comparisons:
+        if c.metric not in ("ttft_p50_s", "tpot_p50_s"):
+            continue
+        m = by_point[c.point].measured
+        req = Run(m["run_dir"]).table("requests")
+        req = req[(req["error_class"] == "ok") & (req["intended_ns"] / 1e9 < 2.0)]
+        iv = median_interval(req[c.metric[:-6] + "_s"].astype(float))
+        if iv is None:
+            assert c.meas_lo is None and c.meas_hi is None and m[c.metric[:-2] + "_interval_s"] is None
+        else:
+            assert (c.meas_lo, c.meas_hi) == (iv.low, iv.high) and c.meas_lo <= c.measured <= c.meas_hi
+            checked += 1
+    assert checked >= 2, "the 1.2 x capacity point sends at least 6 requests in 2 s"
+    assert "| measured median, 95% interval |" in md  # (its summary line needs judged points; these are contended here)
 
 
 def test_capacity_is_measured_with_a_burst_and_predicted_for_the_same_requests(tmp_path, fixed_constants):
