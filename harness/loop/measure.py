@@ -589,13 +589,13 @@ def saturated_rate(finished_s: list[float], chunk_s: Sequence[Sequence[float]] |
 
 
 # the load generator's lead from its set-up to the schedule's t0 (its users, one per request of the point, spawn and
-# connect in it): 1 s, the load generator's default. It was 0.5 s from 2026-12-03 14:45 to 17:40 (fd11644, to save
-# ~0.5 s a point), and in every loop run at 0.5 s the first request of a point was the slowest of its point: engine
-# prompt time of a lone 128-token first request 646-1044 ms against 416-742 ms for the lone ones after it (Gemma 15:23
-# and 16:32), 314-489 against 168-183 ms on the second model (14:53); in the three runs at 1 s before it (11:18, 13:41,
-# 14:26) the first requests were as fast as the others (377-555 against 300-664 ms). A two-request point's TTFT p50
-# is half that first request: it moved 128/256 x 0.2 by 27-29 %. The cause was not isolated (an A/B on a fresh engine
-# showed +27 % for the first request at 0.5 s and -7 % at 1 s, three rounds each); the 0.5 s saved is not worth it
+# connect in it): 1 s, the load generator's default. It was 0.5 s from 2026-12-03 14:45 to 17:05 (fd11644, to save
+# ~0.5 s a point). In the three loop runs at 0.5 s, 8 of the 12 first requests of the 128/256 points took longer
+# than every lone 128-token request of their run (engine prompt time: Gemma 646-1044 ms against 416-742 ms, the
+# second model 314-489 against 168-195 ms); in the three runs at 1 s before (11:18, 13:41, 14:26) none of 12 did, nor
+# in the two after (8 points). A two-request point's TTFT p50 is half its first request: 128/256 x 0.2 moved 27-29 %.
+# The cause was not isolated (an A/B on a fresh engine showed +27 % for the first request at 0.5 s and -7 % at 1 s,
+# three rounds each); the 0.5 s saved a point is not worth it
 LOAD_T0_LEAD_S = 1.0
 
 
