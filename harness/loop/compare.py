@@ -146,6 +146,17 @@ class ServedComparison:
         t = self.target_pct / 100.0
         return bool(self.measured * (1 - t) <= self.meas_lo and self.meas_hi <= self.measured * (1 + t))
 
+    def requests_to_pin(self, n_requests: int) -> int | None:
+        """About how many requests would pin this median within its target, from the `n_requests` its interval was
+        measured over: the order-statistic interval narrows as 1/√n once n is large, so n × (its half-width over the
+        target)², the half-width the wider side relative to the measured figure. Rough (it assumes the spread stays as
+        measured, and a median in a gap between two clusters narrows more slowly); None when the interval is already
+        within target, or there is none."""
+        if self.measured_precise is not False or n_requests < 1:
+            return None
+        hw = max(self.measured - self.meas_lo, self.meas_hi - self.measured) / self.measured  # type: ignore[operator]
+        return int(math.ceil(n_requests * (hw / (self.target_pct / 100.0)) ** 2))  # type: ignore[operator]
+
     @property
     def predicted_in_measured_interval(self) -> bool | None:
         """The prediction lies inside the measured median's interval: this sample cannot tell the two apart (None: no

@@ -338,6 +338,15 @@ def test_a_median_measured_over_few_requests_is_judged_with_its_own_interval_in_
     assert bimodal.measured_precise is False and bimodal.predicted_in_measured_interval is True
     assert tight.measured_precise is True and tight.predicted_in_measured_interval is False
     assert few.measured_precise is None and few.predicted_in_measured_interval is None
+    # n x (half-width / target)^2: the wider side of 49-112 ms around 61.5 ms is +82 %, so ~10 x 8.2^2 = 675 requests
+    assert bimodal.requests_to_pin(10) == math.ceil(10 * ((0.112 - 0.0615) / 0.0615 / 0.10) ** 2) == 675
+    assert tight.requests_to_pin(10) is None and few.requests_to_pin(10) is None and bimodal.requests_to_pin(0) is None
+    from harness.loop.render import _meas_interval
+
+    assert _meas_interval(bimodal, 10) == "49 ms – 112 ms (wider than the target; ~675 requests would pin it)"
+    assert _meas_interval(bimodal, 200).endswith("~10,000+ requests would pin it)")
+    assert _meas_interval(bimodal, "—").endswith("(wider than the target)")  # the point's count unknown
+    assert _meas_interval(tight, 10) == "60 ms – 64 ms" and _meas_interval(few, 10) == "—"
     ps = precision_summary([bimodal, tight, hit, few])
     assert (ps.judged, ps.too_few, ps.precise, ps.misses, ps.misses_inside) == (4, 1, 2, 3, 1)
     assert precision_summary([few]) is None

@@ -120,6 +120,10 @@ def test_loop_writes_every_table(tmp_path, fixed_constants):
             checked += 1
     assert checked >= 2, "the 1.2 x capacity point sends at least 6 requests in 2 s"
     assert "| measured median, 95% interval |" in md  # (its summary line needs judged points; these are contended here)
+    for c in r.served_comparisons:  # a median measured wider than its target says how many requests would pin it
+        if c.measured_precise is False:
+            need = c.requests_to_pin(by_point[c.point].requests)
+            assert f"requests would pin it)" in md and need > by_point[c.point].requests
 
 
 def test_capacity_is_measured_with_a_burst_and_predicted_for_the_same_requests(tmp_path, fixed_constants):
