@@ -82,6 +82,17 @@ class LoadSummary:
         return asdict(self)
 
 
+def measured_requests(df: Any, *, span_s: float, options: SummaryOptions = SummaryOptions()) -> tuple[Any, Any]:
+    """(measured, ok): the requests whose intended send falls in the window [warm-up, span − cool-down), and those of
+    them that succeeded, which the latency percentiles cover."""
+    if not len(df):
+        return df, df
+    w0 = options.warmup_s
+    intended = df["intended_ns"].to_numpy(dtype=float) / 1e9
+    measured = df[(intended >= w0) & (intended < max(w0, span_s - options.cooldown_s))]
+    return measured, measured[measured["error_class"] == "ok"]
+
+
 def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOptions()) -> LoadSummary:
     """`df`: the run's requests table (pandas); `span_s`: the schedule's length in seconds."""
     o = options
@@ -91,8 +102,7 @@ def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOption
     win = max(w1 - w0, 1e-9)
     n_total = int(len(df))
     intended = df["intended_ns"].to_numpy(dtype=float) / 1e9 if n_total else np.zeros(0)
-    measured = df[(intended >= w0) & (intended < w1)] if n_total else df
-    ok = measured[measured["error_class"] == "ok"] if n_total else measured
+    measured, ok = measured_requests(df, span_s=span_s, options=o)
     errors = {str(k): int(v) for k, v in df["error_class"].value_counts().items()} if n_total else {}
 
     # throughput: completions and content events landing inside the window

@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harness.loop.measure import CpuShare, Measured
+from harness.loop.measure import MEASURED_MEDIAN_CONFIDENCE, CpuShare, Measured
 from harness.loop.predict import Predicted
 
 @dataclass(frozen=True)
@@ -85,9 +85,9 @@ TARGETS_PCT = {"capacity_rps": 5.0, "ttft_p50_s": 10.0, "tpot_p50_s": 10.0}
 # that waited: 128/256 x 0.8, p50 269 ms at x 0.99 and 1064 ms at x 1.01).
 CONDITION_STEP_PCT = 2.0
 SERVED_METRICS = ("request_throughput_per_s", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "e2e_p50_s")
-# the judged medians and the ServedMeasurement field holding each one's interval (harness.loop.measure)
+# the judged medians and the ServedMeasurement field holding each one's interval (harness.loop.measure, at
+# MEASURED_MEDIAN_CONFIDENCE)
 MEASURED_MEDIAN_INTERVALS = {"ttft_p50_s": "ttft_p50_interval_s", "tpot_p50_s": "tpot_p50_interval_s"}
-MEASURED_MEDIAN_CONFIDENCE = 0.95  # the confidence of those intervals (harness.compare.stats.median_interval's default)
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ def compare_served(mix: str, point: int, rate: float, fraction: float, pred: Any
                 shown = ", ".join("—" if v is None else (f"{v * 1e3:.0f} ms" if v < 10 else f"{v:.1f} s") for v in vals)
                 row_note = "; ".join(x for x in (row_note, f"{len(repeats)} repeats of the same workload: {shown} (spread "
                                                            f"{sp:.0f} % of the median{', wider than the target' if sp > 2 * tgt else ''})") if x)
-        iv = getattr(meas, MEASURED_MEDIAN_INTERVALS.get(metric, ""), None)
+        iv = getattr(meas, MEASURED_MEDIAN_INTERVALS[metric], None) if metric in MEASURED_MEDIAN_INTERVALS else None
         out.append(ServedComparison(mix, point, rate, fraction, metric, p, m, e, held_out, meas.contended, meas.engine_cpu_share, tgt, met,
                                     row_note, meas_lo=iv[0] if iv else None, meas_hi=iv[1] if iv else None))
     return out
@@ -344,6 +344,18 @@ class PrecisionSummary:
     precise: int  # of them, with an interval within target of the measured figure
     misses: int  # judged medians outside target
     misses_inside: int  # of the misses, with the prediction inside the measured median's interval
+
+    @property
+    def wider(self) -> int:
+        """Judged medians with an interval wider than their target."""
+        return self.judged - self.precise - self.too_few
+
+    def counts_text(self) -> str:
+        """The counts, as the report's verdict line and the run's note both give them."""
+        return (f"of the {self.judged} judged medians, {self.precise} were pinned by their point's own sample within target, "
+                f"{self.wider} less tightly, {self.too_few} had under 6 requests (no {MEASURED_MEDIAN_CONFIDENCE:.0%} interval "
+                f"exists); of the {self.misses} outside target, {self.misses_inside} have the prediction inside the measured "
+                "interval (the sample cannot tell them apart; still counted as misses)")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -517,8 +517,9 @@ class ServedMeasurement:
     engine_cpu_share: float | None  # engine CPU-s / (busy_s × threads)
     engine_prompt_tokens_median: float | None  # timings.prompt_n as the engine counted
     engine_output_tokens_median: float | None
-    # the distribution-free 95 % interval of the median TTFT and TPOT over the measured requests (harness.compare.stats.
-    # median_interval): how far the sample pins its own p50; None below 6 requests, and for a median over --repeats
+    # the distribution-free MEASURED_MEDIAN_CONFIDENCE interval of the median TTFT and TPOT over the measured requests
+    # (harness.compare.stats.median_interval): how far the sample pins its own p50; None below 6 requests, and for a
+    # median over --repeats
     ttft_p50_interval_s: tuple[float, float] | None = None
     tpot_p50_interval_s: tuple[float, float] | None = None
 
@@ -529,6 +530,8 @@ class ServedMeasurement:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "contended": self.contended}
 
+
+MEASURED_MEDIAN_CONFIDENCE = 0.95  # the confidence of ServedMeasurement's median intervals
 
 REPEATED_FIGURES = ("request_throughput_per_s", "output_tokens_per_s", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "e2e_p50_s",
                     "saturated_rps", "engine_prompt_tokens_median", "engine_output_tokens_median")
@@ -629,7 +632,7 @@ def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float,
     run_dir = _run_load(cfg, workdir, span_s + cfg.drain_timeout_s + 120.0)
     cpu1 = process_cpu_s(pid)
     run = Run(run_dir)
-    from workloads.summary import read_summary  # noqa: PLC0415
+    from workloads.summary import measured_requests, read_summary  # noqa: PLC0415
 
     s = read_summary(run)["load"]
     df = run.table("requests")
@@ -641,11 +644,12 @@ def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float,
         share = (cpu1 - cpu0) / (busy * threads)
     med = (lambda col: float(ok[col].median()) if len(ok) and col in ok and ok[col].notna().any() else None)
     pct = (lambda k, q: (s.get(k) or {}).get(q))
-    # the requests the summary's percentiles cover: ok, intended inside the schedule (warm-up and cool-down are 0 here)
-    in_window = ok if span_s <= 0 else ok[ok["intended_ns"].astype(float) / 1e9 < span_s]
+    # the requests the summary's percentiles cover (a burst's window is empty: all of them)
+    in_window = ok if span_s <= 0 else measured_requests(df, span_s=span_s, options=cfg.summary)[1]
 
     def interval(col: str) -> tuple[float, float] | None:
-        iv = median_interval(in_window[col].astype(float)) if len(in_window) and col in in_window else None
+        iv = (median_interval(in_window[col].astype(float), MEASURED_MEDIAN_CONFIDENCE) if len(in_window) and col in in_window
+              else None)
         return None if iv is None else (iv.low, iv.high)
 
     n_total, n_ok, errors = int(s["requests_total"]), int(s["requests_ok"]), dict(s["errors_by_class"])

@@ -302,10 +302,6 @@ def _served(r: LoopReport) -> list[str]:
                       f"during their point, {ss.misses - ss.misses_met_at_speed} by no single speed"]
         ps = precision_summary(list(r.served_comparisons))
         if ps is not None:
-            lines += [f"- measurement precision: of the {ps.judged} judged medians, {ps.precise} were pinned by their point's own "
-                      f"sample within target ({MEASURED_MEDIAN_CONFIDENCE:.0%} distribution-free interval), "
-                      f"{ps.judged - ps.precise - ps.too_few} less tightly, {ps.too_few} had under 6 requests; of the "
-                      f"{ps.misses} outside target, {ps.misses_inside} have the prediction inside the measured interval "
-                      "(the sample cannot tell them apart; still counted as misses)"]
+            lines += [f"- measurement precision ({MEASURED_MEDIAN_CONFIDENCE:.0%} distribution-free interval): {ps.counts_text()}"]
     return lines
 

@@ -1322,11 +1322,7 @@ def measurement_precision(state: dict[str, Any], say: ProgressFn = lambda m: Non
     state["notes"].append(
         f"measurement precision: each judged median's distribution-free {MEASURED_MEDIAN_CONFIDENCE:.0%} interval over its "
         f"point's requests (the column 'measured median, {MEASURED_MEDIAN_CONFIDENCE:.0%} interval'; order statistics, "
-        f"requests treated as independent draws). Of the {ps.judged} judged medians, {ps.precise} have an interval within "
-        f"their target of the measured figure (the sample pins the p50 that tightly), {ps.judged - ps.precise - ps.too_few} "
-        f"a wider one, and {ps.too_few} had under 6 requests (no {MEASURED_MEDIAN_CONFIDENCE:.0%} interval exists). Of the "
-        f"{ps.misses} outside target, {ps.misses_inside} have the prediction inside the measured interval: their point's "
-        "sample cannot tell prediction from measurement (the verdict still counts them as misses)")
+        f"requests treated as independent draws): {ps.counts_text()}")
     say(state["notes"][-1])
 
 
