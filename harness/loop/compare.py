@@ -88,6 +88,7 @@ SERVED_METRICS = ("request_throughput_per_s", "ttft_p50_s", "ttft_p90_s", "tpot_
 # the judged medians and the ServedMeasurement field holding each one's interval (harness.loop.measure, at
 # MEASURED_MEDIAN_CONFIDENCE)
 MEASURED_MEDIAN_INTERVALS = {"ttft_p50_s": "ttft_p50_interval_s", "tpot_p50_s": "tpot_p50_interval_s"}
+MEASURED_MEDIAN_COUNTS = {"ttft_p50_s": "ttft_p50_interval_n", "tpot_p50_s": "tpot_p50_interval_n"}
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ class ServedComparison:
     at_speed: float | None = None  # the same twin's figure at that factor: a diagnostic, not held out, never judged
     meas_lo: float | None = None  # the distribution-free 95 % interval of the measured median (MEASURED_MEDIAN_CONFIDENCE;
     meas_hi: float | None = None  # harness.compare.stats.median_interval): how far the point's own sample pins its p50
+    meas_n: int | None = None  # how many requests that interval was taken over
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -146,16 +148,17 @@ class ServedComparison:
         t = self.target_pct / 100.0
         return bool(self.measured * (1 - t) <= self.meas_lo and self.meas_hi <= self.measured * (1 + t))
 
-    def requests_to_pin(self, n_requests: int) -> int | None:
-        """About how many requests would pin this median within its target, from the `n_requests` its interval was
+    @property
+    def requests_to_pin(self) -> int | None:
+        """About how many requests would pin this median within its target, from the `meas_n` its interval was
         measured over: the order-statistic interval narrows as 1/√n once n is large, so n × (its half-width over the
         target)², the half-width the wider side relative to the measured figure. Rough (it assumes the spread stays as
         measured, and a median in a gap between two clusters narrows more slowly); None when the interval is already
         within target, or there is none."""
-        if self.measured_precise is not False or n_requests < 1:
+        if self.measured_precise is not False or not self.meas_n:
             return None
         hw = max(self.measured - self.meas_lo, self.meas_hi - self.measured) / self.measured  # type: ignore[operator]
-        return int(math.ceil(n_requests * (hw / (self.target_pct / 100.0)) ** 2))  # type: ignore[operator]
+        return int(math.ceil(self.meas_n * (hw / (self.target_pct / 100.0)) ** 2))  # type: ignore[operator]
 
     @property
     def predicted_in_measured_interval(self) -> bool | None:
@@ -212,8 +215,9 @@ def compare_served(mix: str, point: int, rate: float, fraction: float, pred: Any
                 row_note = "; ".join(x for x in (row_note, f"{len(repeats)} repeats of the same workload: {shown} (spread "
                                                            f"{sp:.0f} % of the median{', wider than the target' if sp > 2 * tgt else ''})") if x)
         iv = getattr(meas, MEASURED_MEDIAN_INTERVALS[metric], None) if metric in MEASURED_MEDIAN_INTERVALS else None
+        iv_n = getattr(meas, MEASURED_MEDIAN_COUNTS[metric], None) if iv and metric in MEASURED_MEDIAN_COUNTS else None
         out.append(ServedComparison(mix, point, rate, fraction, metric, p, m, e, held_out, meas.contended, meas.engine_cpu_share, tgt, met,
-                                    row_note, meas_lo=iv[0] if iv else None, meas_hi=iv[1] if iv else None))
+                                    row_note, meas_lo=iv[0] if iv else None, meas_hi=iv[1] if iv else None, meas_n=iv_n))
     return out
 
 

@@ -522,6 +522,8 @@ class ServedMeasurement:
     # median over --repeats
     ttft_p50_interval_s: tuple[float, float] | None = None
     tpot_p50_interval_s: tuple[float, float] | None = None
+    ttft_p50_interval_n: int | None = None  # how many values each interval was taken over (the successful requests in
+    tpot_p50_interval_n: int | None = None  # the summary's window with that figure), for ServedComparison.requests_to_pin
 
     @property
     def contended(self) -> bool:
@@ -553,7 +555,7 @@ def combine_repeats(ms: list[ServedMeasurement]) -> ServedMeasurement:
     shares = [m.engine_cpu_share for m in ms if m.engine_cpu_share is not None]
     return replace(ms[0], requests_total=sum(m.requests_total for m in ms), requests_ok=sum(m.requests_ok for m in ms),
                    errors_by_class=errors, engine_busy_s=sum(m.engine_busy_s for m in ms), engine_cpu_share=min(shares) if shares else None,
-                   ttft_p50_interval_s=None, tpot_p50_interval_s=None, **med)
+                   ttft_p50_interval_s=None, tpot_p50_interval_s=None, ttft_p50_interval_n=None, tpot_p50_interval_n=None, **med)
 
 
 def busy_union_s(intervals: list[tuple[float, float]]) -> float:
@@ -647,10 +649,11 @@ def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float,
     # the requests the summary's percentiles cover (a burst's window is empty: all of them)
     in_window = ok if span_s <= 0 else measured_requests(df, span_s=span_s, options=cfg.summary)[1]
 
-    def interval(col: str) -> tuple[float, float] | None:
-        iv = (median_interval(in_window[col].astype(float), MEASURED_MEDIAN_CONFIDENCE) if len(in_window) and col in in_window
-              else None)
-        return None if iv is None else (iv.low, iv.high)
+    def interval(col: str) -> Any:
+        return (median_interval(in_window[col].astype(float), MEASURED_MEDIAN_CONFIDENCE) if len(in_window) and col in in_window
+                else None)
+
+    ttft_iv, tpot_iv = interval("ttft_s"), interval("tpot_s")
 
     n_total, n_ok, errors = int(s["requests_total"]), int(s["requests_ok"]), dict(s["errors_by_class"])
     if span_s <= 0:  # a burst (every request intended at 0): the summary's window of intended sends is empty; count all
@@ -666,5 +669,7 @@ def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float,
         if len(ok) else None,
         engine_busy_s=busy, engine_cpu_share=share,
         engine_prompt_tokens_median=med("engine_prompt_n"), engine_output_tokens_median=med("engine_predicted_n"),
-        ttft_p50_interval_s=interval("ttft_s"), tpot_p50_interval_s=interval("tpot_s"),
+        ttft_p50_interval_s=None if ttft_iv is None else (ttft_iv.low, ttft_iv.high),
+        tpot_p50_interval_s=None if tpot_iv is None else (tpot_iv.low, tpot_iv.high),
+        ttft_p50_interval_n=None if ttft_iv is None else ttft_iv.n, tpot_p50_interval_n=None if tpot_iv is None else tpot_iv.n,
     )

@@ -199,14 +199,14 @@ def _cond(c: Any) -> str:
     return f"{_v(c.metric, c.cond_lo)} – {_v(c.metric, c.cond_hi)}" + (" ill-conditioned" if c.ill_conditioned else "")
 
 
-def _meas_interval(c: Any, n: Any) -> str:
+def _meas_interval(c: Any) -> str:
     """The measured median's interval; when it is wider than the target, about how many requests would pin it."""
     if c.meas_lo is None or c.meas_hi is None:
         return "—"
     text = f"{_v(c.metric, c.meas_lo)} – {_v(c.metric, c.meas_hi)}"
     if c.measured_precise is not False:
         return text
-    need = c.requests_to_pin(n) if isinstance(n, int) else None
+    need = c.requests_to_pin
     if need is None:
         return text + " (wider than the target)"
     return text + f" (wider than the target; ~{min(need, 10_000):,}{'+' if need > 10_000 else ''} requests would pin it)"
@@ -264,7 +264,7 @@ def _served(r: LoopReport) -> list[str]:
         frac = "∞" if burst else f"{c.rate_fraction_of_capacity:.2f}"
         lines.append(f"| {c.mix} | {rate} | {frac} | {n or '—'} | "
                      f"{'yes' if c.held_out else 'no (fit)'} | {c.metric} | {_v(c.metric, c.predicted)} | {_v(c.metric, c.measured)} | "
-                     f"{err} | {tgt} | " + (f"{_meas_interval(c, n)} | " if spanned else "") + (f"{_band(c)} | " if banded else "")
+                     f"{err} | {tgt} | " + (f"{_meas_interval(c)} | " if spanned else "") + (f"{_band(c)} | " if banded else "")
                      + (f"{_cond(c) if c.target_pct is not None else '—'} | " if conditioned else "")
                      + (f"{_speed(c) if c.target_pct is not None else '—'} | " if sped else "") + f"{share} |")
     seen: set[tuple[str, int]] = set()

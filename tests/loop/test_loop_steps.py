@@ -322,13 +322,15 @@ def test_a_miss_within_the_single_windows_band_is_counted_as_host_drift():
 
 
 def test_a_median_measured_over_few_requests_is_judged_with_its_own_interval_in_view():
+    from dataclasses import replace
+
     from harness.loop.compare import ServedComparison, precision_summary
     from harness.loop.measure import ServedMeasurement
 
-    def row(pred, meas, lo=None, hi=None, metric="tpot_p50_s"):
+    def row(pred, meas, lo=None, hi=None, metric="tpot_p50_s", n=None):
         e = (pred - meas) / meas * 100
         return ServedComparison("m", 0, 1.0, 0.5, metric, pred, meas, e, True, False, 0.97, 10.0, abs(e) <= 10, "",
-                                meas_lo=lo, meas_hi=hi)
+                                meas_lo=lo, meas_hi=hi, meas_n=n if n is not None else (10 if lo is not None else None))
 
     # 10 TPOTs in two clusters (requests a long prompt interrupted, and those it did not): p50 61.5 ms, interval 49-112 ms
     bimodal = row(0.089, 0.0615, lo=0.049, hi=0.112)
@@ -338,25 +340,28 @@ def test_a_median_measured_over_few_requests_is_judged_with_its_own_interval_in_
     assert bimodal.measured_precise is False and bimodal.predicted_in_measured_interval is True
     assert tight.measured_precise is True and tight.predicted_in_measured_interval is False
     assert few.measured_precise is None and few.predicted_in_measured_interval is None
-    # n x (half-width / target)^2: the wider side of 49-112 ms around 61.5 ms is +82 %, so ~10 x 8.2^2 = 675 requests
-    assert bimodal.requests_to_pin(10) == math.ceil(10 * ((0.112 - 0.0615) / 0.0615 / 0.10) ** 2) == 675
-    assert tight.requests_to_pin(10) is None and few.requests_to_pin(10) is None and bimodal.requests_to_pin(0) is None
+    # n x (half-width / target)^2 over the n the interval was taken over: the wider side of 49-112 ms around 61.5 ms is
+    # +82 %, so ~10 x 8.2^2 = 675 requests
+    assert bimodal.requests_to_pin == math.ceil(10 * ((0.112 - 0.0615) / 0.0615 / 0.10) ** 2) == 675
+    assert replace(bimodal, meas_n=7).requests_to_pin == math.ceil(7 * ((0.112 - 0.0615) / 0.0615 / 0.10) ** 2)
+    assert tight.requests_to_pin is None and few.requests_to_pin is None and replace(bimodal, meas_n=None).requests_to_pin is None
     from harness.loop.render import _meas_interval
 
-    assert _meas_interval(bimodal, 10) == "49 ms – 112 ms (wider than the target; ~675 requests would pin it)"
-    assert _meas_interval(bimodal, 200).endswith("~10,000+ requests would pin it)")
-    assert _meas_interval(bimodal, "—").endswith("(wider than the target)")  # the point's count unknown
-    assert _meas_interval(tight, 10) == "60 ms – 64 ms" and _meas_interval(few, 10) == "—"
+    assert _meas_interval(bimodal) == "49 ms – 112 ms (wider than the target; ~675 requests would pin it)"
+    assert _meas_interval(replace(bimodal, meas_n=200)).endswith("~10,000+ requests would pin it)")
+    assert _meas_interval(replace(bimodal, meas_n=None)).endswith("(wider than the target)")  # the count unknown
+    assert _meas_interval(tight) == "60 ms – 64 ms" and _meas_interval(few) == "—"
     ps = precision_summary([bimodal, tight, hit, few])
     assert (ps.judged, ps.too_few, ps.precise, ps.misses, ps.misses_inside) == (4, 1, 2, 3, 1)
     assert precision_summary([few]) is None
     # compare_served takes each judged median's interval from the measurement; the others get none
     m = ServedMeasurement("m", 1.0, "run", 10, 10, {"ok": 10}, 1.0, 64.0, 1.0, 2.0, 0.0615, 5.0, None, 9.0, 0.97, 512.0, 64.0,
-                          ttft_p50_interval_s=(0.9, 1.3), tpot_p50_interval_s=(0.049, 0.112))
+                          ttft_p50_interval_s=(0.9, 1.3), tpot_p50_interval_s=(0.049, 0.112), ttft_p50_interval_n=10,
+                          tpot_p50_interval_n=9)
     by = {r.metric: r for r in compare_served("m", 0, 1.0, 0.5, _Fig(ttft_p50_s=1.0, tpot_p50_s=0.089), m)}
-    assert (by["ttft_p50_s"].meas_lo, by["ttft_p50_s"].meas_hi) == (0.9, 1.3)
-    assert (by["tpot_p50_s"].meas_lo, by["tpot_p50_s"].meas_hi) == (0.049, 0.112)
-    assert by["e2e_p50_s"].meas_lo is None and by["ttft_p90_s"].meas_hi is None
+    assert (by["ttft_p50_s"].meas_lo, by["ttft_p50_s"].meas_hi, by["ttft_p50_s"].meas_n) == (0.9, 1.3, 10)
+    assert (by["tpot_p50_s"].meas_lo, by["tpot_p50_s"].meas_hi, by["tpot_p50_s"].meas_n) == (0.049, 0.112, 9)
+    assert by["e2e_p50_s"].meas_lo is None and by["ttft_p90_s"].meas_hi is None and by["e2e_p50_s"].meas_n is None
 
 
 def test_a_figure_that_leaves_its_target_within_two_percent_of_step_time_is_ill_conditioned():

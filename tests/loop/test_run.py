@@ -116,17 +116,18 @@ def test_loop_writes_every_table(tmp_path, fixed_constants):
         if iv is None:
             assert c.meas_lo is None and c.meas_hi is None and m[c.metric[:-2] + "_interval_s"] is None
         else:
-            assert (c.meas_lo, c.meas_hi) == (iv.low, iv.high) and c.meas_lo <= c.measured <= c.meas_hi
+            assert (c.meas_lo, c.meas_hi, c.meas_n) == (iv.low, iv.high, iv.n) and c.meas_lo <= c.measured <= c.meas_hi
             checked += 1
     assert checked >= 2, "the 1.2 x capacity point sends at least 6 requests in 2 s"
     assert "| measured median, 95% interval |" in md  # (its summary line needs judged points; these are contended here)
-    # a median measured wider than its target says how many requests would pin it, from its point's request count
+    # a median measured wider than its target says how many requests would pin it, from the count its interval covers
     from dataclasses import replace  # noqa: PLC0415
 
-    i, c = next((i, c) for i, c in enumerate(r.served_comparisons) if c.metric == "tpot_p50_s" and c.measured)
+    i, c = next((i, c) for i, c in enumerate(r.served_comparisons) if c.metric == "tpot_p50_s" and c.measured and c.meas_n)
     wide = replace(c, meas_lo=0.5 * c.measured, meas_hi=2.0 * c.measured)  # the wider side +100 %: (1.0 / 0.10)^2 = 100 x n
     rows = r.served_comparisons[:i] + (wide,) + r.served_comparisons[i + 1:]
-    n = by_point[c.point].requests
+    n = wide.meas_n
+    assert n and n <= by_point[c.point].requests
     assert f"(wider than the target; ~{min(100 * n, 10_000):,}" in render_markdown(replace(r, served_comparisons=rows))
 
 
