@@ -341,15 +341,34 @@ def measure_prompt_saves(endpoint: str, model: str, cases: Sequence[tuple[int, i
 
 
 def settle_slots(endpoint: str, model: str, vocab: int, slots: int) -> None:
-    """Before a served point: `slots` small requests one after another, so that llama-server copies every slot state
-    the previous activity left to its host-RAM prompt cache now, outside the point. The twin starts each point with
-    empty slots; without this the point's first request paid for those copies: 80-340 ms of TTFT outside the prompt
-    time in every point of the 2026-12-02 04:40 run, which moved the median of a 4-request point by 150 ms. After it
-    the slots hold SAVE_PROBE_TOKENS-token states, whose copies take ~0.1 ms."""
-    for i in range(slots):
-        s = http.stream(endpoint + "/v1/completions", completion_body(model, token_prompt(SAVE_PROBE_TOKENS, 7700 + i, vocab), 1))
+    """Before a served point: one small request per slot, one after another, pinned (`id_slot`) from the highest slot
+    id down to 0. Two things the twin assumes of the engine at a point's start follow from it:
+
+    - **the slots' LRU order is the twin's.** llama-server gives an unpinned request the idle slot used least recently;
+      the twin starts each point with every slot equally old, and then picks the last of equals first: slots − 1,
+      slots − 2, …, 0. After this settle, slot slots − 1 is the least recently used, then slots − 2, …: the engine
+      picks the same slots for the same requests. Without it the engine began each point in whatever order the previous
+      activity (a stage window's pinned requests, the previous point's finishing order) left, and on a host where
+      decoding two slots that are not neighbours costs two passes over the weights (llama_decode's equal split; the
+      Intel Xeon VM of 2026-12-03 night: 44 ms against 24.6 ms for neighbours) the engine's batch-2 and batch-3 steps
+      in served load were 1.4–1.8 × the twin's: 512/64 × 1.2's TPOT p50 76 ms against a predicted 50 ms;
+    - **no slot state is left to copy** into the host-RAM prompt cache (`--cache-ram`): each launch copies the state the
+      previous activity left in that slot now, outside the point. Without it the point's first request paid for those
+      copies: 80-340 ms of TTFT outside the prompt time in every point of the 2026-12-02 04:40 run, which moved the
+      median of a 4-request point by 150 ms. After it the slots hold SAVE_PROBE_TOKENS-token states, whose copies take
+      ~0.1 ms."""
+    for slot in settle_order(slots):
+        s = http.stream(endpoint + "/v1/completions",
+                        {**completion_body(model, token_prompt(SAVE_PROBE_TOKENS, 7700 + slot, vocab), 1), "id_slot": slot})
         if s.status != 200 or s.error:
-            raise HarnessError(f"the small request that settles the engine's slots before a served point failed (HTTP {s.status}): {s.error}")
+            raise HarnessError(f"the small request that settles the engine's slot {slot} before a served point failed "
+                               f"(HTTP {s.status}): {s.error}")
+
+
+def settle_order(slots: int) -> list[int]:
+    """The slots settle_slots pins its requests to, in order: the highest id first, so that afterwards the least
+    recently used slot is the one a fresh twin picks first (every slot equally old: the last of equals)."""
+    return list(range(slots - 1, -1, -1))
 
 
 def measure_prefill(endpoint: str, model: str, prompt_tokens: int, vocab: int, reps: int, pid: int | None = None,

@@ -12,6 +12,7 @@ The run is written as it goes (results/<machine>/<run_id>/, kind loop-cpu): a fa
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import statistics
@@ -344,8 +345,8 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                     if writer:
                         writer.append("loop_requests", [c.to_dict() for c in cs])
 
-                settle = ((lambda: settle_slots(url, served_name, gm.spec.vocab_size, sched.slots)) if sched.prompt_cache_ram
-                          else None)
+                # every point starts from the slot order the twin starts from (and, with --cache-ram, nothing to copy)
+                settle = functools.partial(settle_slots, url, served_name, gm.spec.vocab_size, sched.slots)
                 measure_points(url, served_name, state["work"], state, twin, opts.duration_s, writer, pid, threads, say,
                                alive=lambda: _alive(eng, proc), fit_to_tokenizer=True,
                                drain_limit_s=QUICK_DRAIN_FACTOR * opts.duration_s if opts.quick else None, probe=probe,
@@ -459,7 +460,8 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
                    settle: Callable[[], None] | None = None) -> None:
     """Run every served point with the load generator; results go into state["measurements"] and the loop_served table
     (the workload as sent, fitted to the tokenizer, into state["artifacts"]); `after_point(point)` runs after each and
-    `settle()` before each measurement (`settle_slots`: the engine's slot states copied to its prompt cache first).
+    `settle()` before each measurement (`settle_slots`: the engine's slots put in the twin's LRU order, their states
+    copied to its prompt cache first).
     `drain_limit_s` bounds each point's drain (--quick): requests still running then are cancelled and the point is cut."""
     from harness.target.twin import predict_point, requests_from_rows  # noqa: PLC0415
     from workloads.artifact import WorkloadArtifact, save_artifact  # noqa: PLC0415

@@ -1,4 +1,5 @@
-"""harness.loop.measure's slot idleness: read from llama-server's /slots, waited for with a bounded, clear error."""
+"""harness.loop.measure: slot idleness read from llama-server's /slots, waited for with a bounded, clear error; the settle
+before each served point, which leaves the slots in the order the twin starts from."""
 
 from __future__ import annotations
 
@@ -62,3 +63,71 @@ def test_served_points_give_the_load_generator_a_one_second_lead(monkeypatch, tm
         m.measure_served("http://127.0.0.1:1", "x", "8/2", 1.0, str(tmp_path / "a.parquet"), 5.0, str(tmp_path), tmp_path,
                          None, 1, request_timeout_s=30.0)
     assert seen[0].t0_lead_s == m.LOAD_T0_LEAD_S == 1.0  # see LOAD_T0_LEAD_S: at 0.5 s most points' first request ran slow
+
+
+class _Steps:
+    """Known step times for the twin: prefill 1 ms a token, decode 10 ms a step."""
+
+    def prefill_time_s(self, prompt_tokens, cached_tokens=0):
+        return 1e-3 * prompt_tokens
+
+    def decode_step_time_s(self, batch, context_tokens):
+        return 0.010
+
+
+def _slots_taken(settle: list[int] | None, slots: int = 4) -> list[int]:
+    """In the twin of llama-server: the settle's small requests pinned to `settle` one after another (None: none),
+    then `slots` unpinned long requests one after another, each still generating when the next arrives; the slot
+    each of those took."""
+    from harness.target.llama_server import LlamaServerScheduler, LlamaServerSettings
+    from harness.target.timeline import SimRequest, Timeline
+
+    s = LlamaServerScheduler(LlamaServerSettings(slots=slots, ctx_size=4096), _Steps())
+    tl = Timeline()
+    s.bind(tl, lambda items, t: None, lambda r, t: None)
+    t = 0.0
+    for i, slot in enumerate(settle or []):
+        tl.at(t, s.submit, SimRequest(f"settle{i}", 16, 1, slot=slot), t)
+        t += 1.0  # each done long before the next
+    taken = []
+    for i in range(slots):
+        tl.at(t, s.submit, SimRequest(f"r{i}", 16, 10_000), t)
+        tl.run_due(t + 0.5)
+        taken.append(next(x.id for x in s.slots if x.req is not None and x.req.request_id == f"r{i}"))
+        t += 0.5
+    return taken
+
+
+def test_the_settle_pins_one_small_request_per_slot_highest_id_first(monkeypatch):
+    from harness.loop import measure
+
+    bodies = []
+
+    def stream(url, body, **kw):
+        bodies.append((url, body))
+        return http.StreamResult(200, 0.01, 0.01, (0.01,), "x", "length", None, None)
+
+    monkeypatch.setattr(http, "stream", stream)
+    measure.settle_slots("http://127.0.0.1:1", "m", 1000, 4)
+    assert [b["id_slot"] for _, b in bodies] == measure.settle_order(4) == [3, 2, 1, 0]
+    assert all(u.endswith("/v1/completions") and b["max_tokens"] == 1 and len(b["prompt"]) == measure.SAVE_PROBE_TOKENS
+               for u, b in bodies)
+    monkeypatch.setattr(http, "stream", lambda url, body, **kw: http.StreamResult(503, None, 0.01, (), "", None, None, None, "loading"))
+    with pytest.raises(HarnessError, match=r"settles the engine's slot 3 before a served point failed \(HTTP 503\): loading"):
+        measure.settle_slots("http://127.0.0.1:1", "m", 1000, 4)
+
+
+@pytest.mark.parametrize("slots", [4, 6])
+def test_after_the_settle_the_engine_picks_the_slots_a_fresh_twin_picks(slots):
+    from harness.loop.measure import settle_order
+
+    fresh = _slots_taken(None, slots)  # how the twin starts every point: all slots equally old, the last of equals first
+    assert fresh == list(range(slots - 1, -1, -1))
+    assert _slots_taken(settle_order(slots), slots) == fresh
+    # whatever order the previous activity left (here slots used odd ids first, then even ones, as a stage window's
+    # pinned requests or a point's finishing order may leave them), the settle restores the fresh twin's
+    scrambled = [i for i in range(slots) if i % 2] + [i for i in range(slots) if not i % 2]
+    assert _slots_taken(scrambled, slots) != fresh
+    assert _slots_taken(scrambled + settle_order(slots), slots) == fresh
+    # the order matters: settled lowest id first, the engine would pick 0, 1, ... where the twin picks the highest first
+    assert _slots_taken(list(range(slots)), slots) != fresh

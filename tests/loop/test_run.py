@@ -337,15 +337,18 @@ def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fix
     bodies = [json.loads(x) for x in log.read_text().splitlines()]
     # the isolated decode's streams run in slots 0..B-1 (consecutive ids: one micro-batch a step)
     assert {b["id_slot"] for b in bodies if b["id_slot"] is not None} == {0, 1}
-    # small requests: the copy's warm-up and baseline (2 x 2 slots) and probes (2 cases x 2 reps x 2 slots), then one
-    # per slot before each of the 2 points, which has the engine copy the slot states the stages left before the point
-    # instead of in its first request
+    # small requests: the copy's warm-up and baseline (2 x 2 slots) and probes (2 cases x 2 reps x 2 slots), unpinned
     small = [i for i, b in enumerate(bodies) if b["n_prompt"] == 16 and b["max_tokens"] == 1 and b["id_slot"] is None]
-    assert len(small) == 2 * 2 + 2 * 2 * 2 + 2 * 2
+    assert len(small) == 2 * 2 + 2 * 2 * 2
+    # then one per slot before each of the 2 points, pinned highest id first: the engine copies the slot states the
+    # stages left before the point instead of in its first request, and picks its slots in the twin's order
+    settles = [i for i, b in enumerate(bodies) if b["n_prompt"] == 16 and b["max_tokens"] == 1 and b["id_slot"] is not None]
+    assert [bodies[i]["id_slot"] for i in settles] == [1, 0, 1, 0]
     last_case = max(i for i, b in enumerate(bodies) if b["n_prompt"] == 64)  # the copy's last case (64/33) ends the stages
     first_served = min(i for i, b in enumerate(bodies) if i > last_case and b["max_tokens"] == 6)
     # its two probes, then the two settling requests
-    assert [last_case + 1, last_case + 2, first_served - 2, first_served - 1] == [i for i in small if last_case < i < first_served]
+    assert [last_case + 1, last_case + 2] == [i for i in small if last_case < i < first_served]
+    assert [first_served - 2, first_served - 1] == [i for i in settles if last_case < i < first_served]
     # the long-context decodes (64-token prompts): slot 0 right after the batch-1 decode's rep, before the batch-2
     # decode; slots 0 and 1 right after the batch-2 decode's rep, before the prompts
     long_ = [i for i, b in enumerate(bodies) if b["n_prompt"] == 64 and b["id_slot"] is not None]
