@@ -20,11 +20,11 @@ from harness.cli._output import print_json
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--config", help="llama.cpp engine config whose model, threads, batch sizes, flash-attn and repack to use "
-                                         "(default llama-cpp-gemma3-270m when --model is not given)")
-    parser.add_argument("--model", metavar="PATH.gguf", help="GGUF model (overrides the config's)")
+                                         "(default llama-cpp-gemma3-270m, whose flags `harness loop cpu --model` also runs)")
+    parser.add_argument("--model", metavar="PATH.gguf", help="GGUF model (overrides the config's; the config's flags stay)")
     parser.add_argument("--threads", type=int, help="threads (default: the config's, else the CPU count)")
     parser.add_argument("--repack", action=argparse.BooleanOptionalAction, default=None,
-                        help="llama.cpp weight repacking (default: the config's; llama.cpp's default on when only --model)")
+                        help="llama.cpp weight repacking (default: the config's)")
     parser.add_argument("--tools", default="all", help="comma-separated: batched, bench, ops, or all (default)")
     parser.add_argument("--quick", action="store_true", help="a shorter sweep (still enough points for the step-time fit)")
     parser.add_argument("--out", default="results", help="results directory (default results/)")
@@ -40,17 +40,18 @@ def main(args: argparse.Namespace) -> int:
     from microbench.llama_cpp.run import parse_tools, run_llama_cpp_micro
 
     which = parse_tools(args.tools)
-    kw: dict = {}
     threads = args.threads
     model = args.model
-    if args.config or not model:
-        cfg = load_engine_config(args.config or "llama-cpp-gemma3-270m")
-        if cfg.engine != "llama.cpp":
-            raise HarnessError(f"--config {cfg.name!r} is for {cfg.engine!r}; give a llama.cpp engine config.")
-        o = cfg.options
-        model = model or str(resolve_model(cfg))
-        threads = threads or o.threads
-        kw = {"n_batch": o.batch_size, "n_ubatch": o.ubatch_size, "flash_attn": o.flash_attn, "repack": o.repack}
+    # always a config's flags, also with only --model: the kernels calibrated must be the ones the engine runs, and
+    # `harness loop cpu --model` runs any GGUF on the default config's flags (until 2026-12-03 night --model alone took
+    # llama.cpp's defaults: repacking on, which picks other kernels, and on the Intel Xeon VM died of SIGILL on Q8_0)
+    cfg = load_engine_config(args.config or "llama-cpp-gemma3-270m")
+    if cfg.engine != "llama.cpp":
+        raise HarnessError(f"--config {cfg.name!r} is for {cfg.engine!r}; give a llama.cpp engine config.")
+    o = cfg.options
+    model = model or str(resolve_model(cfg))
+    threads = threads or o.threads
+    kw = {"n_batch": o.batch_size, "n_ubatch": o.ubatch_size, "flash_attn": o.flash_attn, "repack": o.repack}
     threads = threads or (os.cpu_count() or 1)
     if args.repack is not None:
         kw["repack"] = args.repack

@@ -112,5 +112,25 @@ def run_tool(name: str, args: list[str], *, timeout_s: float = 1800.0, env: dict
     run = ToolRun(name, tuple(argv), out.returncode, out.stdout, out.stderr, wall, cpu)
     if out.returncode != 0:
         tail = (out.stderr or out.stdout).strip().splitlines()[-8:]
-        raise HarnessError(f"{name} exited with code {out.returncode} ({run.command_line}); last output:\n  " + "\n  ".join(tail))
+        raise HarnessError(f"{name} {exit_description(out.returncode)} ({run.command_line}); last output:\n  " + "\n  ".join(tail))
     return run
+
+
+def exit_description(returncode: int) -> str:
+    """How a tool ended, for an error: its exit code, or the signal that killed it (subprocess gives -N), with what to
+    do where the signal says it. SIGILL: the tool ran an instruction this CPU or VM does not enable. On the Intel Xeon VM
+    of 2026-12-03 llama-batched-bench died so on a Q8_0 model with weight repacking on (llama.cpp's default), and ran
+    with --no-repack, as the engine configs run llama-server."""
+    import signal  # noqa: PLC0415
+
+    if returncode >= 0:
+        return f"exited with code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        return f"was killed by signal {-returncode}"
+    text = f"was killed by {name}"
+    if name == "SIGILL":
+        text += (" (an instruction this CPU or VM does not enable, e.g. AMX or AVX-512 kernels that weight repacking "
+                 "picks: run without repacking, `harness micro-llama-cpp --no-repack` or a --config with repack = false)")
+    return text

@@ -53,3 +53,29 @@ def test_params_lists_the_typed_contract(capsys):
     assert main(["micro", "params"]) == 0
     out = capsys.readouterr().out
     assert "decode/1" in out and "context_tokens" in out and "[tokens]" in out and "transfer/1" in out
+
+
+def test_micro_llama_cpp_with_only_a_model_runs_the_kernels_the_loop_runs(monkeypatch, tmp_path, capsys):
+    """`harness micro-llama-cpp --model X` calibrates on the default config's flags, which `harness loop cpu --model X`
+    runs llama-server with (repacking off: other kernels, and SIGILL on Q8_0 on the Intel Xeon VM, with it on)."""
+    from harness.engines.config import load_engine_config
+    from microbench.llama_cpp import run as llrun
+
+    seen = {}
+
+    class Res:
+        run_id, cases, path, tool_runs, skips, notes = "r", 0, str(tmp_path), [], [], []
+
+    def fake(model, **kw):
+        seen.update(kw, model=model)
+        return Res()
+
+    monkeypatch.setattr(llrun, "run_llama_cpp_micro", fake)
+    gguf = tmp_path / "any.gguf"
+    gguf.write_bytes(b"GGUF")
+    o = load_engine_config("llama-cpp-gemma3-270m").options
+    assert main(["micro-llama-cpp", "--model", str(gguf), "--out", str(tmp_path)]) == 0
+    assert seen["model"] == str(gguf) and seen["repack"] is o.repack is False
+    assert (seen["threads"], seen["n_batch"], seen["n_ubatch"], seen["flash_attn"]) == (o.threads, o.batch_size, o.ubatch_size, o.flash_attn)
+    assert main(["micro-llama-cpp", "--model", str(gguf), "--repack", "--out", str(tmp_path)]) == 0
+    assert seen["repack"] is True  # asked for explicitly

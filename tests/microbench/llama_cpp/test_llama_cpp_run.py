@@ -78,6 +78,19 @@ def test_a_tool_failing_midway_keeps_the_finished_ones(fake_bin, tiny_gguf, tmp_
     assert set(run.table("micro_cases")["suite"]) == {"llama_batched_bench", "llama_bench"}
 
 
+def test_a_tool_killed_by_a_signal_says_which_and_what_to_do(fake_bin, tiny_gguf, tmp_path):
+    # llama-batched-bench on the Intel Xeon VM (2026-12-03): killed by SIGILL on a Q8_0 model with repacking on
+    _tool(fake_bin, "llama-batched-bench", "import os, signal\nsys.stderr.write('llama_context: n_ctx = 3072\\n')\n"
+                                           "sys.stderr.flush()\nos.kill(os.getpid(), signal.SIGILL)")
+    with pytest.raises(HarnessError, match=r"(?s)llama-batched-bench was killed by SIGILL \(an instruction this CPU or VM does "
+                                           r"not enable.*--no-repack.*\).*n_ctx = 3072"):
+        llrun.run_llama_cpp_micro(tiny_gguf, threads=2, out=tmp_path / "results", sweep=TINY)
+    from microbench.llama_cpp.tools import exit_description
+
+    assert exit_description(3) == "exited with code 3"
+    assert exit_description(-9) == "was killed by SIGKILL" and exit_description(-200) == "was killed by signal 200"
+
+
 def test_missing_tool_is_a_skip_with_the_fix(fake_bin, tiny_gguf, tmp_path):
     (fake_bin / "llama-bench").unlink()
     res = llrun.run_llama_cpp_micro(tiny_gguf, threads=2, out=tmp_path / "results", sweep=TINY, which=("batched", "bench"))
