@@ -85,10 +85,9 @@ TARGETS_PCT = {"capacity_rps": 5.0, "ttft_p50_s": 10.0, "tpot_p50_s": 10.0}
 # that waited: 128/256 x 0.8, p50 269 ms at x 0.99 and 1064 ms at x 1.01).
 CONDITION_STEP_PCT = 2.0
 SERVED_METRICS = ("request_throughput_per_s", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "e2e_p50_s")
-# the judged medians and the ServedMeasurement field holding each one's interval (harness.loop.measure, at
-# MEASURED_MEDIAN_CONFIDENCE)
-MEASURED_MEDIAN_INTERVALS = {"ttft_p50_s": "ttft_p50_interval_s", "tpot_p50_s": "tpot_p50_interval_s"}
-MEASURED_MEDIAN_COUNTS = {"ttft_p50_s": "ttft_p50_interval_n", "tpot_p50_s": "tpot_p50_interval_n"}
+# the judged medians and the prefix of the ServedMeasurement fields holding each one's interval (<prefix>_s, at
+# MEASURED_MEDIAN_CONFIDENCE) and the requests it was taken over (<prefix>_n; harness.loop.measure)
+MEASURED_MEDIAN_INTERVALS = {"ttft_p50_s": "ttft_p50_interval", "tpot_p50_s": "tpot_p50_interval"}
 
 
 @dataclass(frozen=True)
@@ -214,10 +213,11 @@ def compare_served(mix: str, point: int, rate: float, fraction: float, pred: Any
                 shown = ", ".join("—" if v is None else (f"{v * 1e3:.0f} ms" if v < 10 else f"{v:.1f} s") for v in vals)
                 row_note = "; ".join(x for x in (row_note, f"{len(repeats)} repeats of the same workload: {shown} (spread "
                                                            f"{sp:.0f} % of the median{', wider than the target' if sp > 2 * tgt else ''})") if x)
-        iv = getattr(meas, MEASURED_MEDIAN_INTERVALS[metric], None) if metric in MEASURED_MEDIAN_INTERVALS else None
-        iv_n = getattr(meas, MEASURED_MEDIAN_COUNTS[metric], None) if iv and metric in MEASURED_MEDIAN_COUNTS else None
+        field = MEASURED_MEDIAN_INTERVALS.get(metric)
+        iv = getattr(meas, f"{field}_s", None) if field else None
         out.append(ServedComparison(mix, point, rate, fraction, metric, p, m, e, held_out, meas.contended, meas.engine_cpu_share, tgt, met,
-                                    row_note, meas_lo=iv[0] if iv else None, meas_hi=iv[1] if iv else None, meas_n=iv_n))
+                                    row_note, meas_lo=iv[0] if iv else None, meas_hi=iv[1] if iv else None,
+                                    meas_n=getattr(meas, f"{field}_n", None) if iv else None))
     return out
 
 

@@ -351,7 +351,7 @@ def settle_slots(endpoint: str, model: str, vocab: int, slots: int) -> None:
       activity (a stage window's pinned requests, the previous point's finishing order) left, and on a host where
       decoding two slots that are not neighbours costs two passes over the weights (llama_decode's equal split; the
       Intel Xeon VM of 2026-12-03 night: 44 ms against 24.6 ms for neighbours) the engine's batch-2 and batch-3 steps
-      in served load were 1.4–1.8 × the twin's: 512/64 × 1.2's TPOT p50 76 ms against a predicted 50 ms;
+      in served load were 1.3–1.7 × the twin's: 512/64 × 1.2's TPOT p50 76 ms against a predicted 50 ms;
     - **no slot state is left to copy** into the host-RAM prompt cache (`--cache-ram`): each launch copies the state the
       previous activity left in that slot now, outside the point. Without it the point's first request paid for those
       copies: 80-340 ms of TTFT outside the prompt time in every point of the 2026-12-02 04:40 run, which moved the

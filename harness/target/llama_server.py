@@ -281,7 +281,7 @@ def settings_from_engine(options: Any, extra_args: list[str] | tuple[str, ...] =
 
 
 class _Slot:
-    __slots__ = ("id", "state", "req", "n_prompt", "n_decoded", "t_last_used", "cached_hashes", "pending", "held_prompt",
+    __slots__ = ("id", "state", "req", "n_prompt", "n_decoded", "last_release", "cached_hashes", "pending", "held_prompt",
                  "held_generated", "saved")
 
     def __init__(self, i: int):
@@ -290,10 +290,10 @@ class _Slot:
         self.req: SimRequest | None = None
         self.n_prompt = 0  # prompt tokens in the slot's KV
         self.n_decoded = 0
-        # when it was last released, with the release's order: llama-server stamps t_last_used (µs) as it releases each
-        # slot that finished, in slot order, so of slots finished in one iteration the lowest id is the least recently
-        # used; only slots never used tie (and then the last of them is picked)
-        self.t_last_used: tuple[float, int] = (-1.0, 0)
+        # the number of its last release among all the scheduler's releases (0: never used), llama-server's t_last_used:
+        # it stamps each finished slot (µs) as it releases it, in slot order, so of slots finished in one iteration the
+        # lowest id is the least recently used; only slots never used tie (and then the last of them is picked)
+        self.last_release = 0
         self.cached_hashes: tuple[int, ...] = ()
         self.pending = 0  # prompt tokens in the batch being decoded
         self.held_prompt = 0  # tokens an idle slot still holds from its last request: prompt, generated
@@ -387,7 +387,7 @@ class LlamaServerScheduler:
         self.link = None
         self.kv_capacity_tokens = float(settings.n_ctx_slot * (1 if settings.kv_unified else settings.slots))
         self.slots = [_Slot(i) for i in range(settings.slots)]
-        self._releases = 0  # slots released so far: orders releases within one instant (_Slot.t_last_used)
+        self._releases = 0  # slots released so far (_Slot.last_release)
         self._queue: collections.deque[SimRequest] = collections.deque()
         self._busy = False
         self._waking = False
@@ -453,10 +453,10 @@ class LlamaServerScheduler:
         if best is not None:
             held = best.held_prompt + best.held_generated
             return best, held > 0 and f_best * req.input_tokens / held < 0.5  # f_keep < 0.5: the context is saved
-        t_last = None
+        oldest = 0
         for s in idle:  # LRU; `<=` as in get_available_slot: among equals the last one wins
-            if best is None or s.t_last_used <= t_last:
-                best, t_last = s, s.t_last_used
+            if best is None or s.last_release <= oldest:
+                best, oldest = s, s.last_release
         return best, True
 
     @staticmethod
@@ -615,6 +615,6 @@ class LlamaServerScheduler:
                 st.kv_tokens -= (r.input_tokens + s.n_decoded - 1) if s.state == "gen" else 0
                 st.requests_finished_total += not r.cancelled
                 self._releases += 1
-                s.state, s.req, s.t_last_used, s.cached_hashes = "idle", None, (self.tl.now_s, self._releases), r.block_hashes
+                s.state, s.req, s.last_release, s.cached_hashes = "idle", None, self._releases, r.block_hashes
                 s.held_prompt, s.held_generated, s.saved = r.input_tokens, max(0, s.n_decoded - 1), False
         self._iterate()

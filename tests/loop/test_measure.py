@@ -3,11 +3,17 @@ before each served point, which leaves the slots in the order the twin starts fr
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from harness.engines import http
 from harness.errors import HarnessError
 from harness.loop.measure import slots_idle_reader, wait_slots_idle
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "target"))
+from slot_picks import SlotPicks  # noqa: E402
 
 
 def _answer(monkeypatch, status: int, body: bytes) -> None:
@@ -65,37 +71,12 @@ def test_served_points_give_the_load_generator_a_one_second_lead(monkeypatch, tm
     assert seen[0].t0_lead_s == m.LOAD_T0_LEAD_S == 1.0  # see LOAD_T0_LEAD_S: at 0.5 s most points' first request ran slow
 
 
-class _Steps:
-    """Known step times for the twin: prefill 1 ms a token, decode 10 ms a step."""
-
-    def prefill_time_s(self, prompt_tokens, cached_tokens=0):
-        return 1e-3 * prompt_tokens
-
-    def decode_step_time_s(self, batch, context_tokens):
-        return 0.010
-
-
 def _slots_taken(settle: list[int] | None, slots: int = 4) -> list[int]:
     """In the twin of llama-server: the settle's small requests pinned to `settle` one after another (None: none),
-    then `slots` unpinned long requests one after another, each still generating when the next arrives; the slot
-    each of those took."""
-    from harness.target.llama_server import LlamaServerScheduler, LlamaServerSettings
-    from harness.target.timeline import SimRequest, Timeline
-
-    s = LlamaServerScheduler(LlamaServerSettings(slots=slots, ctx_size=4096), _Steps())
-    tl = Timeline()
-    s.bind(tl, lambda items, t: None, lambda r, t: None)
-    t = 0.0
-    for i, slot in enumerate(settle or []):
-        tl.at(t, s.submit, SimRequest(f"settle{i}", 16, 1, slot=slot), t)
-        t += 1.0  # each done long before the next
-    taken = []
-    for i in range(slots):
-        tl.at(t, s.submit, SimRequest(f"r{i}", 16, 10_000), t)
-        tl.run_due(t + 0.5)
-        taken.append(next(x.id for x in s.slots if x.req is not None and x.req.request_id == f"r{i}"))
-        t += 0.5
-    return taken
+    then `slots` unpinned long requests one after another; the slot each of those took."""
+    picks = SlotPicks(slots)
+    picks.pinned(settle or [])
+    return picks.take(slots)
 
 
 def test_the_settle_pins_one_small_request_per_slot_highest_id_first(monkeypatch):

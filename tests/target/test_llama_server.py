@@ -279,29 +279,19 @@ def test_of_slots_released_in_one_iteration_the_lowest_id_is_the_least_recently_
     # (2026-12-03, 3 trials): after slots 3, 2, 1, 0 were used in that order, two 20-token requests sent together landed
     # in slots 3 and 2; when both finished in one iteration the next four requests took slots 1, 0, 2, 3 (2 before 3),
     # and when the second had started an iteration later (so finished one later), 1, 0, 3, 2
-    from harness.target.timeline import SimRequest, Timeline
+    from harness.target.timeline import SimRequest
+    from slot_picks import SlotPicks
 
     def taken(together: bool) -> list[int]:
-        s = LlamaServerScheduler(LlamaServerSettings(slots=4, ctx_size=4096), Linear())
-        tl = Timeline()
-        s.bind(tl, lambda items, t: None, lambda r, t: None)
-        t = 0.0
-        for slot in (3, 2, 1, 0):  # the loop's settle: one small request per slot, highest id first
-            tl.at(t, s.submit, SimRequest(f"settle{slot}", 16, 1, slot=slot), t)
-            t += 1.0
-        tl.at(t, s.submit, SimRequest("a", 32, 20), t)
-        tb = t if together else t + 0.001  # the second a moment later: its prompt runs in the next iteration
-        tl.at(tb, s.submit, SimRequest("b", 32, 20), tb)
-        t += 2.0
-        tl.run_due(t)
-        assert sorted(x.id for x in s.slots if x.req is None) == [0, 1, 2, 3]
-        out = []
-        for i in range(4):
-            tl.at(t, s.submit, SimRequest(f"r{i}", 32, 10_000), t)
-            tl.run_due(t + 0.5)
-            out.append(next(x.id for x in s.slots if x.req is not None and x.req.request_id == f"r{i}"))
-            t += 0.5
-        return out
+        picks = SlotPicks(4)
+        picks.pinned([3, 2, 1, 0])  # the loop's settle: one small request per slot, highest id first
+        t = picks.t
+        picks.send(SimRequest("a", 32, 20), t)
+        picks.send(SimRequest("b", 32, 20), t if together else t + 0.001)  # a moment later: its prompt runs an iteration later
+        picks.t = t + 2.0
+        picks.tl.run_due(picks.t)
+        assert sorted(x.id for x in picks.sched.slots if x.req is None) == [0, 1, 2, 3]
+        return picks.take(4)
 
     assert taken(together=True) == [1, 0, 2, 3]
     assert taken(together=False) == [1, 0, 3, 2]
