@@ -3,11 +3,12 @@
 The functional form (harness.model.step_time; a stated deviation from Chapter 9, docs/model.md
 "Calibrated step time"):
 
-    decode step, batch B, mean context L:   t_D = α_D + ((W_D(B, L)·s_byte)^p + (F_D(B, L)·s_flop)^p)^(1/p)
+    decode step, batch B, mean context L:   t_D = α_D + ((W_D(B, L)·s_byte)^p + (F_D(B, L)·s_flop)^p)^(1/p) + A_D(B, L)·s_attn
     prefill of P tokens (chunks of ubatch):  t_P = Σ_chunks (α_P + F_chunk·s_flop_P)
 
 W and F are the chapter's byte and FLOP counts of the step (weights once per forward pass, KV
-read, linear layers, attention, logits). The prefill's weight term is constant per chunk and
+read, linear layers, attention, logits); A the decode step's attention FLOPs (B·L·per-pair FLOPs·layers,
+inside F too: s_attn is what the attention costs beyond its share of F; since format_version 2). The prefill's weight term is constant per chunk and
 folds into α_P (its bytes/s cannot be told apart from the fixed cost with one model).
 
 (p = 1 with `form="additive"`). Fit: weighted least squares with weights 1/t² (each point counts by
@@ -57,11 +58,13 @@ from harness.model.step_time import (
 from harness.specs.models import ModelSpec
 
 FORMAT = "harness-step-time"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the decode form's attention term (s_per_attn_flop; a version-1 file reads as 0)
 DEFAULT_BOOTSTRAP = 200
 Phase = Literal["prefill", "decode"]
 Role = Literal["fit", "held-out"]
-TERMS: dict[str, tuple[str, ...]] = {"decode": ("alpha", "bytes", "flops"), "prefill": ("alpha", "flops")}
+TERMS: dict[str, tuple[str, ...]] = {"decode": ("alpha", "bytes", "flops", "attention"), "prefill": ("alpha", "flops")}
+TERM_NAMES = ("alpha", "bytes", "flops", "attention")  # the design row's columns
+CONSTANT_NAMES = ("alpha_s", "s_per_byte", "s_per_flop", "overlap_p", "s_per_attn_flop")  # a constants vector's entries
 P_GRID = (1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, P_MAX)  # overlap exponents tried in the decode fit
 FORMS = ("overlap", "additive")
 HELD_OUT_SOURCES = ("llama-bench",)
@@ -153,65 +156,96 @@ class StepPoint:
                    str(d.get("run_id", "")), d.get("role", "fit"))
 
 
+def decode_row(wm: WorkModel, batch: int, context_tokens: float) -> np.ndarray:
+    """[1, bytes, flops, attention flops] of one decode step."""
+    w = wm.decode_work(batch, context_tokens)
+    return np.array([1.0, w.bytes, w.flops, w.attn_flops])
+
+
+def prefill_row(wm: WorkModel, prompt_tokens: int, cached_tokens: int = 0) -> np.ndarray:
+    """[chunks, bytes, flops, 0] of one prompt (the prefill form has no attention term)."""
+    chunks = wm.prefill_work(prompt_tokens, cached_tokens)
+    return np.array([float(len(chunks)), sum(c.bytes for c in chunks), sum(c.flops for c in chunks), 0.0])
+
+
 def design_row(wm: WorkModel, p: StepPoint) -> np.ndarray:
-    """[steps, bytes, flops] summed over the forward passes the point's time covers."""
+    """[steps, bytes, flops, attention flops] summed over the forward passes the point's time covers."""
     if p.phase == "decode":
-        w = wm.decode_work(p.batch, p.context_tokens)
-        return np.array([1.0, w.bytes, w.flops])
-    chunks = wm.prefill_work(p.prompt_tokens, int(p.context_tokens))
-    return np.array([float(len(chunks)), sum(c.bytes for c in chunks), sum(c.flops for c in chunks)]) * p.batch
+        return decode_row(wm, p.batch, p.context_tokens)
+    return prefill_row(wm, p.prompt_tokens, int(p.context_tokens)) * p.batch
 
 
 def predict_rows(rows: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Times of design rows [steps, bytes, flops] under constants c = (α, s_byte, s_flop[, p])."""
+    """Times of design rows [steps, bytes, flops[, attention flops]] under constants c = (α, s_byte, s_flop[, p[, s_attn]])."""
     rows = np.atleast_2d(rows)
     p = float(c[3]) if len(c) > 3 else 1.0
-    return rows[:, 0] * c[0] + combine(rows[:, 1] * c[1], rows[:, 2] * c[2], p)
+    t = rows[:, 0] * c[0] + combine(rows[:, 1] * c[1], rows[:, 2] * c[2], p)
+    if len(c) > 4 and rows.shape[1] > 3:
+        t = t + rows[:, 3] * c[4]
+    return t
 
 
 def fit_overlap(X: np.ndarray, t: np.ndarray, p_grid: Sequence[float] = P_GRID) -> np.ndarray:
-    """argmin over (α, s_byte, s_flop >= 0, p in p_grid) of Σ ((pred − t)/t)² for the overlap form.
+    """argmin over (α, s_byte, s_flop, s_attn >= 0, p in p_grid) of Σ ((pred − t)/t)² for the overlap form.
 
-    For fixed p and ratio r = s_flop/s_byte the model is linear, t = α·steps + s_byte·g with
+    For fixed p and ratio r = s_flop/s_byte the model is linear, t = α·steps + s_byte·g + s_attn·A with
     g = (W^p + (r·F)^p)^(1/p): every (p, r) on a grid (r log-spaced, then refined around the best)
-    is solved in closed form at once; the terms alone (only α and one of the two) are candidates too.
+    is solved in closed form at once (every subset of the other columns beside g, the best non-negative
+    one); the terms alone (g absent) are candidates too. X's columns: steps, bytes, flops[, attention flops].
     """
     w = 1.0 / t
     n, W, F = X[:, 0], X[:, 1], X[:, 2]
-    best = (np.inf, np.zeros(4))
+    A = X[:, 3] if X.shape[1] > 3 else np.zeros(len(t))
+    best = (np.inf, np.zeros(5))
+    others = [(0, n * w)] + ([(2, A * w)] if np.any(A > 0) else [])  # (slot in (a, b, c), weighted column)
+    subsets = [s for r in range(len(others) + 1) for s in itertools.combinations(others, r)]
 
-    def solve(g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        # weighted LS of t ≈ a·n + b·g for each column of g (k candidates), a, b >= 0
-        A1, A2, y = (n * w)[:, None], g * w[:, None], np.ones((len(t), 1))
-        s11, s12, s22 = (A1 * A1).sum(0), (A1 * A2).sum(0), (A2 * A2).sum(0)
-        r1, r2 = (A1 * y).sum(0), (A2 * y).sum(0)
-        den = s11 * s22 - s12 * s12
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a = (r1 * s22 - r2 * s12) / den
-            b = (r2 * s11 - r1 * s12) / den
-            b0 = r2 / s22  # a = 0
-        neg = ~np.isfinite(a) | ~np.isfinite(b) | (a < 0) | (b < 0)
-        a = np.where(neg, 0.0, a)
-        b = np.where(neg, np.maximum(b0, 0.0), b)
-        sse = ((A1 * a + A2 * b - y) ** 2).sum(0)
-        return a, b, sse
+    def solve(g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        # weighted LS of t ≈ a·n + b·g + c·A for each column of g (k candidates), a, b, c >= 0, b > 0
+        Ag, k = g * w[:, None], g.shape[1]
+        out = np.zeros((3, k))
+        sse = np.full(k, np.inf)
+        for sub in subsets:
+            cols = [np.broadcast_to(col[:, None], Ag.shape) for _, col in sub] + [Ag]
+            M = np.stack(cols, axis=-1).transpose(1, 0, 2)  # (k, N, m)
+            G = M.transpose(0, 2, 1) @ M
+            rhs = M.sum(axis=1)  # y = 1
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                try:
+                    coef = np.linalg.solve(G + np.eye(G.shape[-1]) * 1e-14 * np.trace(G, axis1=1, axis2=2)[:, None, None],
+                                           rhs[..., None])[..., 0]
+                except np.linalg.LinAlgError:
+                    continue
+                res = ((M @ coef[..., None])[..., 0] - 1.0)
+                e = (res ** 2).sum(axis=1)
+            ok = np.all(np.isfinite(coef), axis=1) & np.all(coef >= 0, axis=1) & (coef[:, -1] > 0) & (e < sse)
+            sse = np.where(ok, e, sse)
+            for j, (slot, _) in enumerate(sub):
+                out[slot] = np.where(ok, coef[:, j], out[slot])
+            out[1] = np.where(ok, coef[:, -1], out[1])
+            for slot in {0, 2} - {s for s, _ in sub}:
+                out[slot] = np.where(ok, 0.0, out[slot])
+        return out[0], out[1], out[2], sse
 
     scale = F.max() / max(W.max(), 1e-300)
     for p in p_grid:
         for rs in (np.logspace(-6, 6, 97),):
             r = rs / scale
             g = combine(W[:, None] * np.ones_like(r)[None, :], F[:, None] * r[None, :], p)
-            a, b, sse = solve(g)
+            _, _, _, sse = solve(g)
+            if not np.any(np.isfinite(sse)):
+                continue
             i = int(np.argmin(sse))
             fine = r[i] * np.logspace(-0.15, 0.15, 31)
             g2 = combine(W[:, None] * np.ones_like(fine)[None, :], F[:, None] * fine[None, :], p)
-            a2, b2, sse2 = solve(g2)
+            a2, b2, c2, sse2 = solve(g2)
             j = int(np.argmin(sse2))
             if sse2[j] < best[0]:
-                best = (float(sse2[j]), np.array([a2[j], b2[j], b2[j] * fine[j], p]))
+                best = (float(sse2[j]), np.array([a2[j], b2[j], b2[j] * fine[j], p, c2[j]]))
     # one term only (the other resolves to zero): the linear NNLS covers those
-    lin = np.zeros(4)
-    lin[:3] = nnls_relative(X, t)
+    lin = np.zeros(5)
+    cols = [0, 1, 2] + ([3] if np.any(A > 0) else [])
+    lin[[0, 1, 2, 4][:len(cols)]] = nnls_relative(X[:, cols], t)
     lin[3] = 1.0
     sse_lin = float(np.sum(((predict_rows(X, lin) - t) / t) ** 2))
     return lin if sse_lin <= best[0] else best[1]
@@ -292,21 +326,22 @@ class PhaseFit:
     phase: Phase
     terms: tuple[str, ...]
     constants: StepConstants
-    replicates: tuple[tuple[float, ...], ...]  # bootstrap (α, s_byte, s_flop, p)
+    replicates: tuple[tuple[float, ...], ...]  # bootstrap (α, s_byte, s_flop, p, s_attn)
     points: tuple[FittedPoint, ...]
     form: str = "additive"
 
     def vector(self) -> np.ndarray:
         c = self.constants
-        return np.array([c.alpha_s, c.s_per_byte, c.s_per_flop, c.overlap_p])
+        return np.array([c.alpha_s, c.s_per_byte, c.s_per_flop, c.overlap_p, c.s_per_attn_flop])
 
     def replicate_matrix(self) -> np.ndarray:
         if not self.replicates:
             return self.vector()[None, :]
-        return np.array([list(r) + [1.0] * (4 - len(r)) for r in self.replicates])
+        pad = (1.0, 0.0)  # p and s_attn of replicates stored before they were fitted
+        return np.array([list(r) + list(pad[len(r) - 3:]) for r in self.replicates])
 
     def interval(self, name: str) -> tuple[float, float, float]:
-        i = ("alpha_s", "s_per_byte", "s_per_flop", "overlap_p").index(name)
+        i = CONSTANT_NAMES.index(name)
         lo, hi = np.percentile(self.replicate_matrix()[:, i], _Q)
         return float(self.vector()[i]), float(lo), float(hi)
 
@@ -324,7 +359,7 @@ class PhaseFit:
     def to_dict(self) -> dict[str, Any]:
         c = self.constants
         out: dict[str, Any] = {"phase": self.phase, "terms": list(self.terms), "form": self.form, "formula": FORM}
-        for name in ("alpha_s", "s_per_byte", "s_per_flop", "overlap_p"):
+        for name in CONSTANT_NAMES:
             v, lo, hi = self.interval(name)
             out[name] = {"value": v, "low": lo, "high": hi}
         out["effective_bandwidth_bytes_per_s"] = c.bandwidth_bytes_per_s
@@ -337,13 +372,13 @@ class PhaseFit:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PhaseFit":
         c = StepConstants(float(d["alpha_s"]["value"]), float(d["s_per_byte"]["value"]), float(d["s_per_flop"]["value"]),
-                          float(d.get("overlap_p", {"value": 1.0})["value"]))
+                          float(d.get("overlap_p", {"value": 1.0})["value"]), float(d.get("s_per_attn_flop", {"value": 0.0})["value"]))
         return cls(d["phase"], tuple(d["terms"]), c, tuple(tuple(float(x) for x in r) for r in d.get("replicates", [])),
                    tuple(FittedPoint.from_dict(p) for p in d["points"]), str(d.get("form", "additive")))
 
 
 def _mask(terms: tuple[str, ...]) -> np.ndarray:
-    return np.array([t in terms for t in ("alpha", "bytes", "flops")])
+    return np.array([t in terms for t in TERM_NAMES])
 
 
 def fit_phase(wm: WorkModel, points: Sequence[StepPoint], phase: Phase, *, seed: int = 0,
@@ -369,12 +404,14 @@ def fit_phase(wm: WorkModel, points: Sequence[StepPoint], phase: Phase, *, seed:
         )
     X = np.array([design_row(wm, p) for p in fit])
     t = np.array([p.measured_s for p in fit])
+    if overlap and not mask[3]:
+        X = X[:, :3]
 
     def solve(Xs: np.ndarray, ts: np.ndarray) -> np.ndarray:
         if overlap:
             return fit_overlap(Xs, ts)
-        c = np.zeros(4)
-        c[:3][mask] = nnls_relative(Xs[:, mask], ts)
+        c = np.zeros(5)
+        c[np.array([0, 1, 2, 4])[mask]] = nnls_relative(Xs[:, mask], ts)
         c[3] = 1.0
         return c
 
@@ -419,8 +456,9 @@ class StepTimeCalibration:
     def to_dict(self) -> dict[str, Any]:
         return {
             "format": FORMAT, "format_version": FORMAT_VERSION,
-            "readme": ("Calibrated step time (docs/model.md, 'Calibrated step time'): per phase t = alpha_s + bytes*s_per_byte "
-                       "+ flops*s_per_flop over the chapter's work counts, fitted on the points labelled 'fit' "
+            "readme": ("Calibrated step time (docs/model.md, 'Calibrated step time'): per phase t = alpha_s + "
+                       "((bytes*s_per_byte)^p + (flops*s_per_flop)^p)^(1/p) + attention_flops*s_per_attn_flop (decode) over the "
+                       "chapter's work counts, fitted on the points labelled 'fit' "
                        "(95% pairs-bootstrap intervals); 'held-out' points were not used in the fit."),
             "machine": self.machine, "family": self.family, "threads": self.threads, "model": self.model.to_dict(),
             "run_ids": list(self.run_ids), "tools": self.tools, "holdout_rule": self.holdout_rule, "seed": self.seed,
@@ -553,9 +591,7 @@ class StepTimeModel:
             raise HarnessError(f"prompt_tokens must be an integer >= 1, got {prompt_tokens!r}.")
         if isinstance(cached_tokens, bool) or not isinstance(cached_tokens, int) or cached_tokens < 0:
             raise HarnessError(f"cached_tokens must be an integer >= 0, got {cached_tokens!r}.")
-        chunks = self.work_model.prefill_work(prompt_tokens, cached_tokens)
-        row = np.array([float(len(chunks)), sum(c.bytes for c in chunks), sum(c.flops for c in chunks)])
-        return self._interval(self.calibration.prefill, row)
+        return self._interval(self.calibration.prefill, prefill_row(self.work_model, prompt_tokens, cached_tokens))
 
     def decode_step_s(self, batch: int, context_tokens: float) -> Interval:
         """Time of one decode step generating a token for each of `batch` sequences at mean context `context_tokens`."""
@@ -563,8 +599,7 @@ class StepTimeModel:
             raise HarnessError(f"batch must be an integer >= 1, got {batch!r}.")
         if not isinstance(context_tokens, (int, float)) or not math.isfinite(context_tokens) or context_tokens < 0:
             raise HarnessError(f"context_tokens must be a number >= 0, got {context_tokens!r}.")
-        w = self.work_model.decode_work(batch, float(context_tokens))
-        return self._interval(self.calibration.decode, np.array([1.0, w.bytes, w.flops]))
+        return self._interval(self.calibration.decode, decode_row(self.work_model, batch, float(context_tokens)))
 
     def mixed_step_s(self, decode_batch: int, context_tokens: float, prefill_tokens: int, cached_tokens: int = 0) -> Interval:
         """One continuous-batching step: `decode_batch` decode tokens plus a prefill chunk of `prefill_tokens`.
@@ -648,7 +683,7 @@ def summary_lines(cal: StepTimeCalibration) -> list[str]:
     lines = [f"Step-time calibration of {cal.model.identity} on {cal.machine}: family {cal.family}, {cal.threads} threads, "
              f"runs {', '.join(cal.run_ids) or '—'}; held-out rule {cal.holdout_rule}"]
     for ph in (cal.prefill, cal.decode):
-        a, s_b, s_f = (ph.interval(n) for n in ("alpha_s", "s_per_byte", "s_per_flop"))
+        a, s_b, s_f, s_a = (ph.interval(n) for n in ("alpha_s", "s_per_byte", "s_per_flop", "s_per_attn_flop"))
         parts = [f"α = {a[0] * 1e3:.3g} ms [{a[1] * 1e3:.3g}, {a[2] * 1e3:.3g}]"]
         if "bytes" in ph.terms:
             parts.append("bandwidth = " + ("—" if s_b[0] == 0 else f"{1 / s_b[0] / 1e9:.3g} GB/s")
@@ -658,6 +693,9 @@ def summary_lines(cal: StepTimeCalibration) -> list[str]:
         if ph.form == "overlap":
             pv = ph.interval("overlap_p")
             parts.append(f"overlap p = {pv[0]:.3g} [{pv[1]:.3g}, {pv[2]:.3g}] (1 = sum, {P_MAX:g} ≈ max)")
+        if "attention" in ph.terms:
+            parts.append("attention beyond its FLOPs' share = " + ("—" if s_a[0] == 0 else f"{1 / s_a[0] / 1e9:.3g} GFLOP/s")
+                         + (f" [{1 / s_a[2] / 1e9:.3g}, {1 / s_a[1] / 1e9:.3g}]" if s_a[1] > 0 else ""))
         lines.append(f"  {ph.phase} ({ph.form}): " + ", ".join(parts))
         for role in ("fit", "held-out"):
             s = ph.summary(role)

@@ -8,7 +8,11 @@ Calibrated mode (a stated deviation, docs/model.md "Calibrated step time"): the 
 byte counts (harness.model.forward: linear layers, exact causal attention, logits; weights
 streamed once per step plus the KV cache read), combined as
 
-    t(step) = α + ((W · s_byte)^p + (F · s_flop)^p)^(1/p)
+    t(step) = α + ((W · s_byte)^p + (F · s_flop)^p)^(1/p) + A · s_attn
+
+with A the step's attention FLOPs (decode: batch × context × the per-pair FLOPs × layers; already inside F,
+so s_attn is what the attention costs beyond its share of the roofline terms: 0 where it runs at the
+linear layers' rate),
 
 with α the fixed cost of a step (graph build, thread barriers, sampling; seconds), s_byte the
 seconds per byte streamed (1 / effective bandwidth), s_flop the seconds per FLOP (1 / effective
@@ -17,6 +21,9 @@ same threads stream the weights and do the arithmetic), p → ∞ the chapter's 
 per phase from the engine's own measurements (harness.calibration.step_time). Where the two terms
 are close (decode at batch 4 on a 2-core host: 23 ms compute, 29 ms memory) the chapter's max() is
 1.3× optimistic (docs/loop-cpu.md); when one term dominates every p gives about the same time.
+The attention term is fitted for decode only: llama.cpp's CPU attention (per-head small matrix
+products and a softmax, no flash attention) made a 50M-parameter model's decode step grow 3.8 ms from
+context 40 to 520 at batch 1 where its bytes at the fitted bandwidth are 0.13 ms (docs/model.md).
 
 This module is the pure formula: work counts in, seconds out. Fitting and intervals live in
 harness.calibration.step_time.
@@ -28,25 +35,27 @@ import math
 from dataclasses import dataclass
 
 from harness.errors import HarnessError
-from harness.model.forward import decode_step_work, prefill_work
+from harness.model.forward import attention_pair_flops, decode_step_work, prefill_work
 from harness.specs.models import ModelSpec
 
-FORM = ("t = alpha_s + ((bytes * s_per_byte)^p + (flops * s_per_flop)^p)^(1/p); p = 1: no overlap of the compute and "
-        "memory terms (their sum), p -> infinity: perfect overlap (the chapter's max)")
+FORM = ("t = alpha_s + ((bytes * s_per_byte)^p + (flops * s_per_flop)^p)^(1/p) + attention_flops * s_per_attn_flop; "
+        "p = 1: no overlap of the compute and memory terms (their sum), p -> infinity: perfect overlap (the chapter's max); "
+        "s_per_attn_flop: the attention's cost beyond its share of flops (decode only; 0 in files of format_version 1)")
 P_MAX = 16.0  # the largest overlap exponent fitted: within 4.4 % of max() when the two terms are equal (2^(1/16))
 
 
 @dataclass(frozen=True, slots=True)
 class StepConstants:
-    """α, s_byte, s_flop of the calibrated form; each >= 0 (a term the data could not resolve is 0)."""
+    """α, s_byte, s_flop, s_attn of the calibrated form; each >= 0 (a term the data could not resolve is 0)."""
 
     alpha_s: float
     s_per_byte: float
     s_per_flop: float
     overlap_p: float = 1.0  # 1: t = α + memory + compute; larger: the terms overlap, → max() as p → ∞
+    s_per_attn_flop: float = 0.0  # seconds per attention FLOP beyond its share of s_per_flop (decode)
 
     def __post_init__(self) -> None:
-        for f in ("alpha_s", "s_per_byte", "s_per_flop"):
+        for f in ("alpha_s", "s_per_byte", "s_per_flop", "s_per_attn_flop"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 raise HarnessError(f"step-time constant {f} must be a finite number >= 0, got {v!r}; refit the calibration.")
@@ -69,10 +78,12 @@ class StepConstants:
 
 @dataclass(frozen=True, slots=True)
 class StepWork:
-    """FLOPs and bytes of one step, as harness.model.forward counts them (Chapter 9, §9.2.3)."""
+    """FLOPs and bytes of one step, as harness.model.forward counts them (Chapter 9, §9.2.3); `attn_flops` the
+    attention's share of `flops` (the decode step's; 0 where the form has no attention term)."""
 
     flops: float
     bytes: float
+    attn_flops: float = 0.0
 
 
 def combine(memory_s, compute_s, p: float):
@@ -90,8 +101,9 @@ def combine(memory_s, compute_s, p: float):
 
 
 def calibrated_step_s(c: StepConstants, work: StepWork) -> float:
-    """t = α + ((W·s_byte)^p + (F·s_flop)^p)^(1/p); with p = 1, α + W·s_byte + F·s_flop."""
-    return c.alpha_s + combine(work.bytes * c.s_per_byte, work.flops * c.s_per_flop, c.overlap_p)
+    """t = α + ((W·s_byte)^p + (F·s_flop)^p)^(1/p) + A·s_attn; with p = 1, α + W·s_byte + F·s_flop + A·s_attn."""
+    return (c.alpha_s + combine(work.bytes * c.s_per_byte, work.flops * c.s_per_flop, c.overlap_p)
+            + work.attn_flops * c.s_per_attn_flop)
 
 
 def chapter_step_s(work: StepWork, compute_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
@@ -112,7 +124,7 @@ def decode_step_work_counts(m: ModelSpec, batch: int, context_tokens: float, *, 
     if context_tokens < 0:
         raise HarnessError(f"decode context_tokens must be >= 0, got {context_tokens!r}.")
     w = decode_step_work(m, batch, context_tokens, weight_bytes_per_param, kv_bytes_per_elem)
-    return StepWork(w.flops, w.bytes)
+    return StepWork(w.flops, w.bytes, batch * context_tokens * attention_pair_flops(m, "decode") * m.n_layers)
 
 
 def prefill_chunks_work(m: ModelSpec, prompt_tokens: int, cached_tokens: int = 0, *, ubatch: int,

@@ -186,3 +186,56 @@ def test_overlap_p_bounds_and_limits():
     assert combine(0.0, 0.0, 4.0) == 0.0
     with pytest.raises(HarnessError, match="overlap_p must be in"):
         StepConstants(0.0, 1e-10, 1e-11, overlap_p=0.5)
+
+
+def _decode_grid(truth: StepConstants) -> list[StepPoint]:
+    pts = [StepPoint("prefill", 1, p, 0.0, sum(calibrated_step_s(PREFILL, c) for c in WM.prefill_work(p)), (), "llama-batched-bench")
+           for p in (32, 128, 512, 1024)]
+    for b in (1, 2, 4):
+        for ctx in (32, 128, 512, 1024):
+            t = calibrated_step_s(truth, WM.decode_work(b, ctx))
+            pts.append(StepPoint("decode", b, ctx, float(ctx), t, (t,), "llama-batched-bench"))
+    return pts
+
+
+@pytest.mark.parametrize("p", [1.0, 3.0])
+def test_fit_recovers_an_attention_term_beyond_the_flops_share(p):
+    # an attention that costs 30x its share of the linear layers' rate: the step grows with context far beyond its bytes
+    truth = StepConstants(alpha_s=1e-3, s_per_byte=1 / 10e9, s_per_flop=1 / 60e9, overlap_p=p, s_per_attn_flop=30 / 60e9)
+    pts = _decode_grid(truth)
+    cal = fit_step_time(pts, WM, machine="m", family="f", threads=2, holdout="none", n_bootstrap=10)
+    d = cal.decode.constants
+    if p > 1:  # with p = 1 the weights' bytes (constant per step) trade against α, and the KV bytes against A
+        assert d.s_per_attn_flop == pytest.approx(truth.s_per_attn_flop, rel=0.02)
+    assert d.s_per_attn_flop > 0.5 * truth.s_per_attn_flop
+    assert cal.decode.summary("fit")["max_abs"] < 0.01
+    # the same data without the term (format 1's form) leave a context-dependent error the term removes
+    from harness.calibration.step_time import fit_phase
+
+    labelled = label_held_out(pts, "none")
+    without = fit_phase(WM, labelled, "decode", n_bootstrap=10, terms=("alpha", "bytes", "flops"))
+    assert without.constants.s_per_attn_flop == 0.0
+    assert without.summary("fit")["max_abs"] > 10 * max(cal.decode.summary("fit")["max_abs"], 1e-3)
+    m = step_time_model(cal, EngineSettings("f", 2))
+    assert m.decode_step_s(3, 700.0).value == pytest.approx(calibrated_step_s(truth, WM.decode_work(3, 700.0)), rel=0.02)
+
+
+def test_attention_term_is_zero_when_the_data_have_none_and_reads_from_a_version_1_file(tmp_path):
+    import json
+
+    pts = _decode_grid(DECODE)
+    cal = fit_step_time(pts, WM, machine="m", family="f", threads=2, holdout="none", n_bootstrap=10)
+    assert cal.decode.constants.s_per_attn_flop == pytest.approx(0.0, abs=DECODE.s_per_flop * 1e-3)
+    d = cal.to_dict()
+    assert d["format_version"] == 2 and "s_per_attn_flop" in d["decode"]
+    # a file written before the term existed: no s_per_attn_flop, replicates of 4 → the term reads as 0
+    d["format_version"] = 1
+    for ph in ("prefill", "decode"):
+        d[ph].pop("s_per_attn_flop")
+        d[ph]["replicates"] = [r[:4] for r in d[ph]["replicates"]]
+    f = tmp_path / "v1.json"
+    f.write_text(json.dumps(d))
+    old = load_step_time(f)
+    assert old.decode.constants.s_per_attn_flop == 0.0 and old.decode.replicate_matrix().shape[1] == 5
+    assert step_time_model(old, EngineSettings("f", 2)).decode_step_s(2, 300.0).value == pytest.approx(
+        calibrated_step_s(DECODE, WM.decode_work(2, 300.0)), rel=0.01)
