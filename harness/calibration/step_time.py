@@ -452,6 +452,7 @@ class StepTimeCalibration:
     kernels: tuple[dict[str, Any], ...] = ()  # test-backend-ops constants per kernel family (for reference)
     warnings: tuple[str, ...] = ()
     created_unix_s: float = 0.0
+    engine_flags: dict[str, Any] | None = None  # llama.cpp flags that pick kernels: {"flash_attn", "repack"}; None: not recorded
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -464,7 +465,7 @@ class StepTimeCalibration:
             "run_ids": list(self.run_ids), "tools": self.tools, "holdout_rule": self.holdout_rule, "seed": self.seed,
             "n_bootstrap": self.n_bootstrap, "created_unix_s": self.created_unix_s,
             "prefill": self.prefill.to_dict(), "decode": self.decode.to_dict(),
-            "kernels": list(self.kernels), "warnings": list(self.warnings),
+            "kernels": list(self.kernels), "warnings": list(self.warnings), "engine_flags": self.engine_flags,
         }
 
     @classmethod
@@ -480,11 +481,28 @@ class StepTimeCalibration:
             return cls(d["machine"], d["family"], int(d["threads"]), WorkModel.from_dict(d["model"]),
                        PhaseFit.from_dict(d["prefill"]), PhaseFit.from_dict(d["decode"]), tuple(d["run_ids"]),
                        dict(d.get("tools", {})), str(d["holdout_rule"]), int(d["seed"]), int(d["n_bootstrap"]),
-                       tuple(d.get("kernels", [])), tuple(d.get("warnings", [])), float(d.get("created_unix_s", 0.0)))
+                       tuple(d.get("kernels", [])), tuple(d.get("warnings", [])), float(d.get("created_unix_s", 0.0)),
+                       _engine_flags(d.get("engine_flags"), source))
         except KeyError as exc:
             raise HarnessError(f"{source}: field {exc.args[0]!r} is missing; refit it with `harness step-time fit`.") from None
         except (TypeError, ValueError) as exc:
             raise HarnessError(f"{source}: a field has a bad value ({exc}); refit it with `harness step-time fit`.") from None
+
+
+def kernel_flags(flash_attn: Any, repack: Any) -> dict[str, Any]:
+    """The llama.cpp flags that choose the kernels a step runs, normalised: flash_attn "on"/"off"/"auto" (None, the
+    default, is "auto"), repack True/False (llama.cpp's default is True)."""
+    return {"flash_attn": "auto" if flash_attn is None else str(flash_attn), "repack": True if repack is None else bool(repack)}
+
+
+def _engine_flags(v: Any, source: str) -> dict[str, Any] | None:
+    if v is None:
+        return None
+    if not isinstance(v, dict) or set(v) != {"flash_attn", "repack"} or v["flash_attn"] not in ("on", "off", "auto") \
+            or not isinstance(v["repack"], bool):
+        raise HarnessError(f"{source}: engine_flags must be {{\"flash_attn\": \"on\"|\"off\"|\"auto\", \"repack\": true|false}}, "
+                           f"got {v!r}; refit it with `harness step-time fit`.")
+    return dict(v)
 
 
 def save_step_time(cal: StepTimeCalibration, path: str | Path) -> Path:
@@ -515,7 +533,7 @@ def fit_step_time(points: Sequence[StepPoint], wm: WorkModel, *, machine: str, f
                   holdout: str = "every-3rd", seed: int = 0, n_bootstrap: int = DEFAULT_BOOTSTRAP,
                   run_ids: Sequence[str] = (), tools: dict[str, Any] | None = None,
                   kernels: Sequence[dict[str, Any]] = (), warnings: Sequence[str] = (), labelled: bool = False,
-                  form: str = "overlap") -> StepTimeCalibration:
+                  form: str = "overlap", engine_flags: dict[str, Any] | None = None) -> StepTimeCalibration:
     """Label held-out points (unless `labelled`), fit both phases, return the record."""
     if n_bootstrap < 10:
         raise HarnessError(f"--bootstrap must be at least 10 resamples, got {n_bootstrap!r}.")
@@ -526,6 +544,7 @@ def fit_step_time(points: Sequence[StepPoint], wm: WorkModel, *, machine: str, f
         decode=fit_phase(wm, pts, "decode", seed=seed + 1, n_bootstrap=n_bootstrap, form=form),
         run_ids=tuple(run_ids), tools=dict(tools or {}), holdout_rule="given" if labelled else holdout, seed=seed,
         n_bootstrap=n_bootstrap, kernels=tuple(kernels), warnings=tuple(warnings), created_unix_s=time.time(),
+        engine_flags=None if engine_flags is None else dict(engine_flags),
     )
 
 
@@ -553,6 +572,8 @@ class EngineSettings:
     threads: int
     model_gguf: str | None = None
     ubatch: int | None = None  # llama.cpp -ub; None: the calibration's
+    flash_attn: str | None = None  # llama.cpp -fa of the engine ("on", "off", "auto"); None with repack None: not checked
+    repack: bool | None = None  # llama.cpp weight repacking of the engine (--no-repack: False)
 
     @classmethod
     def from_engine_config(cls, cfg: Any) -> "EngineSettings":
@@ -566,7 +587,9 @@ class EngineSettings:
         path = resolve_model(cfg)
         backend = "cpu" if not o.n_gpu_layers else "cuda"
         threads = o.threads or (os.cpu_count() or 1)
-        return cls(engine_family_of_gguf(read_gguf(path), backend), int(threads), str(path), int(o.ubatch_size))
+        flags = kernel_flags(o.flash_attn, o.repack)
+        return cls(engine_family_of_gguf(read_gguf(path), backend), int(threads), str(path), int(o.ubatch_size),
+                   flags["flash_attn"], flags["repack"])
 
 
 class StepTimeModel:
@@ -661,6 +684,17 @@ def step_time_model(calibration: str | Path | StepTimeCalibration, engine: Engin
                 f"`harness micro-llama-cpp --threads {engine.threads}` or pass --proxy."
             )
         notes.append(f"PROXY: constants measured with {cal.threads} threads applied to an engine with {engine.threads} threads")
+    if cal.engine_flags is not None and (engine.flash_attn is not None or engine.repack is not None):
+        want = kernel_flags(engine.flash_attn, engine.repack)
+        diff = [f"{k} {cal.engine_flags[k]!r} in the calibration, {want[k]!r} in the engine" for k in ("flash_attn", "repack")
+                if cal.engine_flags[k] != want[k]]
+        if diff:
+            if not proxy:
+                raise HarnessError(
+                    "the step-time calibration was measured with other llama.cpp kernel flags than the engine runs ("
+                    + "; ".join(diff) + "): they pick other kernels. Recalibrate with the engine's flags (`harness "
+                    "micro-llama-cpp --config NAME`, or --repack/--no-repack and the config's flash_attn) or pass --proxy.")
+            notes.append("PROXY: constants measured with other llama.cpp kernel flags (" + "; ".join(diff) + ")")
     wm = cal.model
     if engine.model_gguf is not None:
         other = WorkModel.from_gguf(engine.model_gguf, kv_bytes_per_elem=wm.kv_bytes_per_elem, ubatch=engine.ubatch or wm.ubatch)
@@ -680,8 +714,10 @@ def step_time_model(calibration: str | Path | StepTimeCalibration, engine: Engin
 
 def summary_lines(cal: StepTimeCalibration) -> list[str]:
     """A human-readable account of the fit: constants with intervals and residuals per role."""
+    flags = ("flags not recorded" if cal.engine_flags is None else
+             f"flash_attn {cal.engine_flags['flash_attn']}, repack {'on' if cal.engine_flags['repack'] else 'off'}")
     lines = [f"Step-time calibration of {cal.model.identity} on {cal.machine}: family {cal.family}, {cal.threads} threads, "
-             f"runs {', '.join(cal.run_ids) or '—'}; held-out rule {cal.holdout_rule}"]
+             f"{flags}, runs {', '.join(cal.run_ids) or '—'}; held-out rule {cal.holdout_rule}"]
     for ph in (cal.prefill, cal.decode):
         a, s_b, s_f, s_a = (ph.interval(n) for n in ("alpha_s", "s_per_byte", "s_per_flop", "s_per_attn_flop"))
         parts = [f"α = {a[0] * 1e3:.3g} ms [{a[1] * 1e3:.3g}, {a[2] * 1e3:.3g}]"]
@@ -812,4 +848,5 @@ def fit_from_runs(path: str | Path, *, holdout: str = "every-3rd", seed: int = 0
                            "`harness micro-llama-cpp --tools batched,bench`.")
     return fit_step_time(points, wm, machine=f["machine"], family=f["family"], threads=int(f["threads"]), holdout=holdout,
                          seed=seed, n_bootstrap=n_bootstrap, run_ids=f["run_ids"], tools=f["tools"],
-                         kernels=f["kernels"], warnings=f["warnings"], form=form)
+                         kernels=f["kernels"], warnings=f["warnings"], form=form,
+                         engine_flags=kernel_flags(f.get("flash_attn"), f.get("repack")))

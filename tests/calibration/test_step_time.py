@@ -159,6 +159,7 @@ def test_engine_settings_from_the_shipped_llama_cpp_config():
 
     s = EngineSettings.from_engine_config(load_engine_config("llama-cpp-gemma3-270m"))
     assert s.family == "ggml-q4_K_M-cpu" and s.threads == 2 and s.ubatch == 512 and s.model_gguf.endswith(".gguf")
+    assert s.repack is False and s.flash_attn == "auto"  # the shipped config turns repacking off
 
 
 def test_overlap_form_recovers_a_partial_overlap_that_the_additive_form_misses():
@@ -239,3 +240,31 @@ def test_attention_term_is_zero_when_the_data_have_none_and_reads_from_a_version
     assert old.decode.constants.s_per_attn_flop == 0.0 and old.decode.replicate_matrix().shape[1] == 5
     assert step_time_model(old, EngineSettings("f", 2)).decode_step_s(2, 300.0).value == pytest.approx(
         calibrated_step_s(DECODE, WM.decode_work(2, 300.0)), rel=0.01)
+
+
+def test_api_refuses_a_calibration_of_other_kernel_flags_unless_proxy(tmp_path):
+    import json
+
+    cal = fit_step_time(_points(), WM, machine="m", family="ggml-q4_K_M-cpu", threads=2, n_bootstrap=10,
+                        engine_flags={"flash_attn": "auto", "repack": False})
+    f = save_step_time(cal, tmp_path / "c.json")
+    assert load_step_time(f).engine_flags == {"flash_attn": "auto", "repack": False}
+    step_time_model(f, EngineSettings("ggml-q4_K_M-cpu", 2, repack=False))  # the same flags (flash_attn None = auto)
+    with pytest.raises(HarnessError, match=r"repack False in the calibration, True in the engine.*--proxy"):
+        step_time_model(f, EngineSettings("ggml-q4_K_M-cpu", 2, repack=True))
+    with pytest.raises(HarnessError, match=r"flash_attn 'auto' in the calibration, 'on' in the engine"):
+        step_time_model(f, EngineSettings("ggml-q4_K_M-cpu", 2, flash_attn="on", repack=False))
+    m = step_time_model(f, EngineSettings("ggml-q4_K_M-cpu", 2, repack=True), proxy=True)
+    assert any("PROXY" in n and "kernel flags" in n for n in m.notes)
+    # a calibration that did not record its flags (made before they were) and settings without flags are not checked
+    d = json.loads(f.read_text())
+    d.pop("engine_flags")
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(d))
+    assert load_step_time(old).engine_flags is None
+    step_time_model(old, EngineSettings("ggml-q4_K_M-cpu", 2, repack=True))
+    step_time_model(f, EngineSettings("ggml-q4_K_M-cpu", 2))
+    d["engine_flags"] = {"flash_attn": "maybe", "repack": False}
+    old.write_text(json.dumps(d))
+    with pytest.raises(HarnessError, match="engine_flags must be"):
+        load_step_time(old)

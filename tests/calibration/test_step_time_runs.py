@@ -64,6 +64,8 @@ def test_fit_from_runs_recovers_the_constants_and_labels_points(tmp_path):
     assert cal.prefill.constants.s_per_flop == pytest.approx(PRE.s_per_flop, rel=0.05)
     assert cal.decode.summary("held-out")["n"] == 5 and cal.decode.summary("held-out")["rms"] < 0.03
     assert cal.family == "ggml-q4_K_M-cpu" and cal.run_ids
+    # the runs' kernel-choosing flags are recorded (flash_attn None: llama.cpp's default, auto)
+    assert cal.engine_flags == {"flash_attn": "auto", "repack": False}
 
 
 def test_runs_of_different_threads_are_not_mixed(tmp_path):
