@@ -65,6 +65,7 @@ Role = Literal["fit", "held-out"]
 TERMS: dict[str, tuple[str, ...]] = {"decode": ("alpha", "bytes", "flops", "attention"), "prefill": ("alpha", "flops")}
 TERM_NAMES = ("alpha", "bytes", "flops", "attention")  # the design row's columns
 CONSTANT_NAMES = ("alpha_s", "s_per_byte", "s_per_flop", "overlap_p", "s_per_attn_flop")  # a constants vector's entries
+COLUMN_SLOTS = np.array([0, 1, 2, 4])  # each design column's entry in the constants vector (overlap_p has no column)
 P_GRID = (1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, P_MAX)  # overlap exponents tried in the decode fit
 FORMS = ("overlap", "additive")
 HELD_OUT_SOURCES = ("llama-bench",)
@@ -245,7 +246,7 @@ def fit_overlap(X: np.ndarray, t: np.ndarray, p_grid: Sequence[float] = P_GRID) 
     # one term only (the other resolves to zero): the linear NNLS covers those
     lin = np.zeros(5)
     cols = [0, 1, 2] + ([3] if np.any(A > 0) else [])
-    lin[[0, 1, 2, 4][:len(cols)]] = nnls_relative(X[:, cols], t)
+    lin[COLUMN_SLOTS[cols]] = nnls_relative(X[:, cols], t)
     lin[3] = 1.0
     sse_lin = float(np.sum(((predict_rows(X, lin) - t) / t) ** 2))
     return lin if sse_lin <= best[0] else best[1]
@@ -411,7 +412,7 @@ def fit_phase(wm: WorkModel, points: Sequence[StepPoint], phase: Phase, *, seed:
         if overlap:
             return fit_overlap(Xs, ts)
         c = np.zeros(5)
-        c[np.array([0, 1, 2, 4])[mask]] = nnls_relative(Xs[:, mask], ts)
+        c[COLUMN_SLOTS[mask]] = nnls_relative(Xs[:, mask], ts)
         c[3] = 1.0
         return c
 
@@ -849,4 +850,4 @@ def fit_from_runs(path: str | Path, *, holdout: str = "every-3rd", seed: int = 0
     return fit_step_time(points, wm, machine=f["machine"], family=f["family"], threads=int(f["threads"]), holdout=holdout,
                          seed=seed, n_bootstrap=n_bootstrap, run_ids=f["run_ids"], tools=f["tools"],
                          kernels=f["kernels"], warnings=f["warnings"], form=form,
-                         engine_flags=kernel_flags(f.get("flash_attn"), f.get("repack")))
+                         engine_flags=kernel_flags(f["flash_attn"], f["repack"]))

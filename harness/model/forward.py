@@ -151,6 +151,7 @@ class DecodeStepWork:
     weight_bytes: float
     kv_read_bytes: float
     bytes: float
+    attn_flops: float = 0.0  # the attention's share of `flops`
 
 
 def decode_step_work(
@@ -163,7 +164,7 @@ def decode_step_work(
     attn = batch * context_tokens * attention_pair_flops(m, "decode") * m.n_layers
     w = weight_bytes_read(m, batch, weight_bytes_per_param)
     kv = batch * context_tokens * kv_bytes_per_token(m, kv_bytes_per_elem)
-    return DecodeStepWork(batch, context_tokens, batch * per_tok + attn, w, kv, w + kv)
+    return DecodeStepWork(batch, context_tokens, batch * per_tok + attn, w, kv, w + kv, attn)
 
 
 def mean_decode_context(input_tokens: int, output_tokens: int) -> float:

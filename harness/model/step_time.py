@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass
 
 from harness.errors import HarnessError
-from harness.model.forward import attention_pair_flops, decode_step_work, prefill_work
+from harness.model.forward import decode_step_work, prefill_work
 from harness.specs.models import ModelSpec
 
 FORM = ("t = alpha_s + ((bytes * s_per_byte)^p + (flops * s_per_flop)^p)^(1/p) + attention_flops * s_per_attn_flop; "
@@ -124,7 +124,7 @@ def decode_step_work_counts(m: ModelSpec, batch: int, context_tokens: float, *, 
     if context_tokens < 0:
         raise HarnessError(f"decode context_tokens must be >= 0, got {context_tokens!r}.")
     w = decode_step_work(m, batch, context_tokens, weight_bytes_per_param, kv_bytes_per_elem)
-    return StepWork(w.flops, w.bytes, batch * context_tokens * attention_pair_flops(m, "decode") * m.n_layers)
+    return StepWork(w.flops, w.bytes, w.attn_flops)
 
 
 def prefill_chunks_work(m: ModelSpec, prompt_tokens: int, cached_tokens: int = 0, *, ubatch: int,
