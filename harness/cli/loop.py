@@ -81,6 +81,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cpu: measure the isolated stages this many times over the loop (1-10): before the served points, "
                              "between them and after the last; each point is predicted from the median of the windows' corrections "
                              "(default 3; 1 with --quick or --probe)")
+    parser.add_argument("--time-budget-min", type=float, default=None,
+                        help="cpu: the loop's wall-time budget in minutes (default 15, 3 with --quick; 0 = none). After the first "
+                             "stage window the rest is predicted and, to fit, cut in order: the later stage windows, the capacity "
+                             "bursts, the served points' duration (never below 70 %% of its default); a value you set with "
+                             "--stage-windows, --capacity-requests or --point-duration-s is not cut")
     parser.add_argument("--seed", type=int, default=0, help="workload seed (arrivals and prompts; the twin replays the same)")
     parser.add_argument("--no-stages", action="store_true", help="skip the isolated prefill/decode measurements")
     parser.add_argument("--no-served", action="store_true", help="skip the served-load points")
@@ -123,6 +128,7 @@ def _cpu(args: argparse.Namespace):
         quick=args.quick, stages=not args.no_stages, served=not args.no_served, mixes=_mixes(args.mixes),
         rate_fractions=_fractions(args.rates), point_duration_s=args.point_duration_s, seed=args.seed,
         capacity_requests=args.capacity_requests, probe=args.probe, repeats=args.repeats,
+        time_budget_s=None if args.time_budget_min is None else args.time_budget_min * 60.0,
         stage_windows=args.stage_windows, results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
     )
     return run_loop(opts)
@@ -131,8 +137,9 @@ def _cpu(args: argparse.Namespace):
 def _gpu(args: argparse.Namespace):
     from harness.loop.gpu import GpuLoopOptions, run_gpu_loop  # noqa: PLC0415
 
-    if args.repeats != 1 or args.probe or args.stage_windows is not None:
-        raise HarnessError("--repeats, --probe and --stage-windows are for `harness loop cpu`; the GPU loop measures each point once.")
+    if args.repeats != 1 or args.probe or args.stage_windows is not None or args.time_budget_min is not None:
+        raise HarnessError("--repeats, --probe, --stage-windows and --time-budget-min are for `harness loop cpu`; the GPU loop "
+                           "measures each point once.")
     if args.capacity_requests is not None:
         raise HarnessError("--capacity-requests is for `harness loop cpu`; the GPU loop reads capacity from its overloaded point.")
     if not args.config or not args.gpu:

@@ -38,7 +38,7 @@ def render_markdown(r: LoopReport) -> str:
         f"{r.engine['flags']['parallel']} slots. Prompt {s['prompt_tokens']} tokens; decode: {s['decode_prompt_tokens']}-token "
         f"prompts, {s['output_tokens']} output tokens; {_reps(s)}. Host load average (1 min) "
         f"{s['load_average_1m_before_after'][0]:.1f} before, {_f1(s['load_average_1m_before_after'][1])} after"
-        + (f"; the whole loop took {s['loop_wall_s'] / 60:.1f} min." if s.get("loop_wall_s") else "."),
+        + (f"; the whole loop took {s['loop_wall_s'] / 60:.1f} min{_budget(s)}." if s.get("loop_wall_s") else "."),
         "",
     ]
     if c is None:
@@ -88,6 +88,14 @@ def render_markdown(r: LoopReport) -> str:
     eu = [k for k in with_usage if k.engine_predicted_tokens is not None and k.usage_completion_tokens != k.engine_predicted_tokens]
     lines.append(f"- usage.completion_tokens vs timings.predicted_n: {len(eu)} of {len(with_usage)} requests with usage differ")
     return _tail(r, lines)
+
+
+def _budget(s: dict[str, Any]) -> str:
+    """' (budget 15.0 min, planned 14.2 min)' from settings["time_budget"] (harness.loop.budget), else ''."""
+    b = s.get("time_budget")
+    if not b:
+        return ""
+    return f" (budget {b['budget_s'] / 60:.1f} min, planned {b['predicted_s'] / 60:.1f} min)"
 
 
 def _reps(s: dict) -> str:

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from harness.errors import HarnessError
+from harness.loop.budget import (FULL_BUDGET_S, POINT_FLOOR_FRACTION, POINT_OVERHEAD_S, POST_RESERVE_S, QUICK_BUDGET_S,
+                                 QUICK_POST_RESERVE_S, Layout, plan_budget)
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
 from harness.loop.compare import (CONDITION_STEP_PCT, MEASURED_MEDIAN_CONFIDENCE, TARGETS_PCT, ServedComparison, band_summary,
                                   compare, compare_capacity, compare_capacity_burst, compare_served, condition_summary,
@@ -89,6 +91,8 @@ class LoopOptions:
     probe: bool = False  # a host speed probe before each served point scales the twin's step times for it (opt-in:
     # the 2026-12-01 15:31 run with it judged 7 of 18 within target; re-predicted offline from its twin.json, 5 of 18 with
     # the probe's scales and 8 of 18 without: the 24-token batch-1 probe does not track batch-4 and prefill drift)
+    # the loop's wall-time budget (harness.loop.budget): None = 15 min (3 with --quick), 0 = none (run the defaults)
+    time_budget_s: float | None = None
     seed: int = 0
     results_dir: str | None = "results"
     log_dir: str | None = None
@@ -127,10 +131,21 @@ class LoopOptions:
             raise HarnessError(f"--model must be a .gguf file for llama.cpp, got {self.model!r}.")
         if not (self.stages or self.served):
             raise HarnessError("nothing to measure: --no-stages and --no-served together leave the loop empty; drop one.")
+        b = self.time_budget_s
+        if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b) or not (b == 0 or 60 <= b <= 86400)):
+            raise HarnessError(f"--time-budget-min must be 0 (no budget: the loop runs its defaults) or from 1 to 1440 minutes, "
+                               f"got {b / 60 if isinstance(b, (int, float)) and not isinstance(b, bool) else b!r} min.")
 
     @property
     def duration_s(self) -> float:
         return float(self.point_duration_s or (QUICK_POINT_S if self.quick else FULL_POINT_S))
+
+    @property
+    def budget_s(self) -> float | None:
+        """The wall-time budget in seconds (None: none)."""
+        if self.time_budget_s is None:
+            return QUICK_BUDGET_S if self.quick else FULL_BUDGET_S
+        return float(self.time_budget_s) or None
 
     @property
     def n_windows(self) -> int:
@@ -319,6 +334,8 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                     if writer:
                         writer.append("loop_requests", [c.to_dict() for c in cs])
                     twin = _with_stage_corrections(twin, state, opts, writer, say)
+                if opts.served and opts.budget_s is not None:
+                    opts = fit_time_budget(state, opts, twin, sched.slots, time.perf_counter() - t_start, settings, writer, say)
                 probe = None
                 if opts.probe and opts.served and twin.engine == "llama.cpp":
                     probe = SpeedProbe(lambda: speed_probe_s(url, served_name, opts.decode_prompt_tokens, gm.spec.vocab_size, pid, threads))
@@ -566,6 +583,75 @@ def plan_points(state: dict[str, Any], twin: Any, mixes: tuple[tuple[int, int], 
     state["capacity"], state["served"], state["work"] = served_predictions(
         twin, mixes, rate_fractions, duration_s, seed, bursts=_burst_artifacts(state))
     state["artifacts"] = {pt: art for pt, _, _, _, art in state["work"]}
+
+
+def _last_finish_s(twin: Any, art: Any) -> float:
+    """The twin's last finish (s from the first intended send) for a workload artifact, at least its span."""
+    import numpy as np  # noqa: PLC0415
+
+    from harness.target.des import simulate  # noqa: PLC0415
+    from harness.target.twin import requests_from_rows  # noqa: PLC0415
+
+    run = simulate(twin.make_scheduler, requests_from_rows(art.rows))
+    done = run.finished_s[np.isfinite(run.finished_s)]
+    return max(float(art.span_s), float(done.max()) if done.size else 0.0)
+
+
+def fit_time_budget(state: dict[str, Any], opts: LoopOptions, twin: Any, slots: int, elapsed_s: float, settings: dict[str, Any],
+                    writer: Any, say: ProgressFn) -> LoopOptions:
+    """Plan the rest of the loop to `opts.budget_s` (harness.loop.budget) after the first stage window: the options
+    with the cut layout; when the bursts or the points' duration change, the points are set and predicted anew
+    (still from the corrected twin alone). The plan goes into settings["time_budget"] and the notes."""
+    D, reps = opts.duration_s, opts.repeats
+    finishes = [(f, _last_finish_s(twin, art)) for _, _, f, _, art in state["work"]]
+    drain_cap = QUICK_DRAIN_FACTOR if opts.quick else math.inf
+
+    def point_s(d: float) -> list[float]:
+        out = []
+        for f, lf in finishes:  # an overloaded point's backlog grows with its length; an underloaded one drains alike
+            t = lf * d / D if f >= 1 else d + (lf - D)
+            out.append(reps * (min(max(t, 0.0), d * (1 + drain_cap)) + POINT_OVERHEAD_S))
+        return out
+
+    first_burst_point = len(opts.mixes) * len(opts.rate_fractions)
+    burst_cache: dict[int, float] = {}
+
+    def bursts_s(n: int) -> float:
+        if n not in burst_cache:
+            work = capacity_work(opts.mixes, n, opts.seed, first_point=first_burst_point)
+            burst_cache[n] = sum(_last_finish_s(twin, art) + POINT_OVERHEAD_S for _, art in work.values())
+        return burst_cache[n]
+
+    windows = state.get("windows") or []
+    w0_s = windows[0].duration_s if windows else 0.0
+    n_cap = settings.get("capacity_requests") or 0
+    default = Layout(max(0, opts.n_windows - 1) if windows else 0, n_cap, D)
+    plan = plan_budget(budget_s=float(opts.budget_s or math.inf), elapsed_s=elapsed_s, default=default, slots=slots,
+                       later_window_s=lambda k: w0_s * opts.window_reps(k) / opts.window_reps(0), point_s=point_s,
+                       bursts_s=bursts_s, post_s=QUICK_POST_RESERVE_S if opts.quick else POST_RESERVE_S,
+                       floor_duration_s=POINT_FLOOR_FRACTION * D,
+                       fixed=frozenset(k for k, v in (("windows", opts.stage_windows), ("bursts", opts.capacity_requests),
+                                                      ("points", opts.point_duration_s)) if v is not None))
+    settings["time_budget"] = plan.to_dict()
+    state["notes"].append(plan.note())
+    say(state["notes"][-1])
+    lay = plan.planned
+    if lay == default:
+        return opts
+    if windows and lay.later_windows != default.later_windows:
+        opts = replace(opts, stage_windows=lay.later_windows + 1)
+        settings["stage_windows"] = opts.n_windows
+        settings["stage_reps"] = [opts.window_reps(w) for w in range(opts.n_windows)]
+    if (lay.burst_requests, lay.point_duration_s) != (default.burst_requests, default.point_duration_s):
+        opts = replace(opts, capacity_requests=lay.burst_requests, point_duration_s=lay.point_duration_s)
+        settings["capacity_requests"], settings["point_duration_s"] = lay.burst_requests, lay.point_duration_s
+        if lay.burst_requests:
+            state["capacity_work"] = capacity_work(opts.mixes, lay.burst_requests, opts.seed, first_point=first_burst_point)
+        plan_points(state, twin, opts.mixes, opts.rate_fractions, opts.duration_s, opts.seed)
+        if writer:
+            writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted
+                                              | {"revision": 2} for p in state["served"]])
+    return opts
 
 
 def _burst_sent(state: dict[str, Any], name: str) -> Any:

@@ -1,0 +1,104 @@
+"""The loop's time budget (harness.loop.budget): the cut order, the floors, what the user set, and the loop applying it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.loop.budget import Layout, min_saturating_burst, plan_budget
+from harness.loop.run import LoopOptions, run_loop
+
+
+def test_min_saturating_burst_keeps_every_slot_busy_to_the_80th_percentile():
+    for slots in range(1, 17):
+        n = min_saturating_burst(slots)
+        assert n >= 10 and n - math.floor(0.8 * n) >= slots
+        assert n == 10 or (n - 1) - math.floor(0.8 * (n - 1)) < slots, "not the fewest"
+        assert n <= 5 * max(slots, 2)  # never more than the loop's default burst
+    assert min_saturating_burst(4) == 16 and min_saturating_burst(1) == 10
+
+
+def _plan(budget_s: float, *, fixed=frozenset(), elapsed_s=200.0):
+    """A loop shaped like Gemma's on the slow AMD host (2026-12-04 15:00): window 1 took 170 s, 8 points of 50 s
+    draining ~10 s each, two bursts of 20 requests at ~0.18 req/s."""
+    default = Layout(later_windows=2, burst_requests=20, point_duration_s=50.0)
+    return plan_budget(budget_s=budget_s, elapsed_s=elapsed_s, default=default, slots=4,
+                       later_window_s=lambda k: 170.0 * 2 / 3, point_s=lambda d: [d + 10.0 + 4.0] * 8,
+                       bursts_s=lambda n: 2 * (n / 0.18 + 4.0), post_s=40.0, floor_duration_s=35.0, fixed=fixed)
+
+
+def test_within_the_budget_nothing_is_cut():
+    p = _plan(3600.0)
+    assert p.cuts == () and p.planned == p.default and p.predicted_s == p.predicted_default_s and p.over_s == 0
+    # 200 + 2 x 113.3 + 8 x 64 + 2 x 115.1 + 40
+    assert p.predicted_s == pytest.approx(200 + 2 * 170 * 2 / 3 + 8 * 64 + 2 * (20 / 0.18 + 4) + 40)
+    assert "nothing cut" in p.note()
+
+
+def test_cuts_come_in_order_windows_then_bursts_then_points():
+    full = _plan(3600.0).predicted_s
+    one_window = full - 170 * 2 / 3
+    p = _plan(one_window + 1)  # dropping one later window is enough
+    assert p.planned == Layout(1, 20, 50.0) and len(p.cuts) == 1 and "stage windows to 2" in p.cuts[0]
+    bursts_16 = one_window - 2 * (4 / 0.18)
+    p = _plan(bursts_16 + 1)
+    assert p.planned == Layout(1, 16, 50.0) and len(p.cuts) == 2 and "16 requests" in p.cuts[1]
+    p = _plan(bursts_16 - 40)  # 40 s more: the points give 5 s each
+    assert p.planned.later_windows == 1 and p.planned.burst_requests == 16
+    assert p.planned.point_duration_s == 45.0 and p.predicted_s <= p.budget_s < p.predicted_s + 8  # the longest that fits
+    assert "served points to 45 s" in p.cuts[2] and p.over_s == 0
+
+
+def test_past_the_floors_the_plan_says_by_how_much_it_is_over():
+    p = _plan(600.0)
+    assert p.planned == Layout(1, 16, 35.0)
+    assert p.over_s == pytest.approx(p.predicted_s - 600.0) and p.over_s > 0
+    assert "Still" in p.note() and f"{p.over_s / 60:.1f} min over" in p.note()
+
+
+def test_what_the_user_set_is_not_cut():
+    p = _plan(600.0, fixed=frozenset({"windows", "points"}))
+    assert p.planned == Layout(2, 16, 50.0) and len(p.cuts) == 1
+    p = _plan(600.0, fixed=frozenset({"windows", "bursts", "points"}))
+    assert p.cuts == () and p.planned == p.default and p.over_s > 0 and "nothing it may cut" in p.note()
+
+
+def test_budget_option_defaults_and_validation():
+    assert LoopOptions().budget_s == 900 and LoopOptions(quick=True).budget_s == 180
+    assert LoopOptions(time_budget_s=0).budget_s is None and LoopOptions(time_budget_s=1200).budget_s == 1200
+    for bad in (30, -1, math.inf, True, "15"):
+        with pytest.raises(HarnessError, match="--time-budget-min"):
+            LoopOptions(time_budget_s=bad)
+
+
+def test_the_loop_plans_its_budget_after_the_first_window(tmp_path, monkeypatch):
+    """Against the stand-in llama-server: points predicted to take long are cut to fit, re-planned, and the plan is
+    in the settings, the notes and the report's headline."""
+    pytest.importorskip("gguf")
+    import harness.loop.run as run_mod
+    from harness.loop.render import render_markdown
+    from test_run import config, fake_binary, quick_opts, write_random_gguf
+
+    c = run_mod.CpuConstants(1, 2e9, {"qkv": {"m": 1, "n": 1, "k": 1, "flops": 1.0, "median_s": 1.0, "flops_per_s": 1.0,
+                                              "cv": 0.0}}, 1e9, 1e6, None, None, None, "test", "known constants")
+    monkeypatch.setattr("harness.loop.run.calibrate_cpu", lambda gm, **kw: c)
+    monkeypatch.setattr("harness.loop.run._last_finish_s", lambda twin, art: 30.0)  # a slow engine: 30 s a point
+    model = write_random_gguf(tmp_path / "rand.gguf")
+    # four points of (8 s + up to 8 s of drain with --quick + 4 s) cannot fit in a minute
+    opts = quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, point_duration_s=None, time_budget_s=60,
+                      rate_fractions=(0.3, 0.6, 0.9, 1.2))
+    r = run_loop(opts, progress=None)
+    assert r.status == "complete"
+    b = r.settings["time_budget"]
+    assert b["default"]["point_duration_s"] == 8.0 and b["planned"]["point_duration_s"] == 6.0  # the floor: ceil(0.7 x 8)
+    assert b["over_s"] > 0 and r.settings["point_duration_s"] == 6.0
+    assert any(n.startswith("time budget 1.0 min") and "served points to 6 s" in n for n in r.notes)
+    for p in r.served:  # the points were set anew for 6 s
+        assert p.measured is not None
+    from harness.store import Run
+
+    arts = Run(r.run_dir).table("loop_prediction")
+    assert len(arts) >= 2 * len(r.served)  # revision 1 and the re-plan's revision 2
+    assert "(budget 1.0 min, planned" in render_markdown(r)
