@@ -13,7 +13,13 @@ the case's cache_state says).
 Timing (microbench.graph_step): every step reads static inputs and is captured once into a CUDA
 graph and replayed, as engines run decode; the eager time and the launch overhead (eager − replay)
 are recorded beside it. The first batch's step is also profiled (torch.profiler / kineto) into the
-run's `micro_kernels` table: the per-kernel breakdown of one step.
+run's `micro_kernels` table: the per-kernel breakdown of one step (and `kernels_per_step` on a GPU).
+Two steps per (batch, context), the same math (microbench.transformer): `<model>-step-b…` with eager
+ops (params ops = "eager ops": one kernel per elementwise op, ~700 per Qwen3-8B step; a baseline) and
+`<model>-step-fused-b…` compiled by torch.compile (ops = "fused (torch.compile inductor)"), compiled
+and warmed up before its timing; calibration fits the decode curve from the fused one when present.
+A fused step that cannot compile is a skip with the reason. On the CPU the fused step runs only with
+HARNESS_DECODE_FUSED_CPU=1 (the compile takes ~15-30 s per shape there).
 Attention kernels: one layer's decode attention through each SDPA backend forced by name
 (flash, memory-efficient, cuDNN, math), FlashAttention and FlashInfer where installed
 (microbench.attention); a backend that refuses the shape is a skip with torch's reason.
@@ -21,7 +27,8 @@ Attention kernels: one layer's decode attention through each SDPA backend forced
 
 from __future__ import annotations
 
-from typing import Iterator
+import os
+from typing import Any, Callable, Iterator
 
 from harness.model.forward import attention_pair_flops, decode_step_work
 from harness.model.kv import kv_bytes_per_token
@@ -34,10 +41,34 @@ from microbench.graph_step import time_step
 from microbench.kernel_profile import profile_step, table_rows
 from microbench.params import DecodeParams
 from microbench.suite import Item, Planned, SuiteContext
-from microbench.transformer import TINY, RandomDecoder
+from microbench.transformer import OPS_EAGER, OPS_FUSED, TINY, RandomDecoder
 
 NAME = "decode"
-DESCRIPTION = "decode step at batch 1…64 (weights + KV + attention): bandwidth efficiency vs batch; attention decode alone"
+DESCRIPTION = ("decode step at batch 1…64 (weights + KV + attention), eager ops and fused (torch.compile): bandwidth "
+               "efficiency vs batch; attention decode alone")
+# opt-in for the fused step on the CPU: compiling the tiny model there takes ~15-30 s per shape (C++ build)
+FUSED_CPU_ENV = "HARNESS_DECODE_FUSED_CPU"
+
+
+def step_case_name(model: str, batch: int, context: int, fused: bool) -> str:
+    """`<model>-step-b1-c2048` (eager ops, the name older runs carry) or `<model>-step-fused-b1-c2048`."""
+    return f"{model}-step-{'fused-' if fused else ''}b{batch}-c{context}"
+
+
+def fused_wanted(ctx: SuiteContext, b: Backend) -> tuple[bool, str]:
+    """Whether the fused step runs on `b` (GPU: yes; CPU: only when asked), and the skip reason when not.
+
+    ctx.options["decode_fused"] (True/False) overrides the default; HARNESS_DECODE_FUSED_CPU=1 turns it on
+    for the CPU."""
+    opt = ctx.options.get("decode_fused")
+    if opt is not None:
+        return bool(opt), "fused decode step turned off (options decode_fused=False)"
+    if b.is_cuda:
+        return True, ""
+    if os.environ.get(FUSED_CPU_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+        return True, ""
+    return False, (f"fused decode step (torch.compile) not run on the CPU by default: compiling takes ~15-30 s per shape "
+                   f"there; set {FUSED_CPU_ENV}=1 to run it (the eager-ops step is measured)")
 
 
 def attention_work(m, batch: int, context: int, kv_elem_bytes: float) -> Work:
@@ -69,24 +100,14 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
 
         eb = dtype_bytes(dtype)
         profile_batch = batches[0]
+        fused_on, fused_off_why = fused_wanted(ctx, b)
         for bs in batches:
-            case = f"{m.name}-step-b{bs}-c{context}"
-
-            def run_step(b=b, m=m, bs=bs, case=case, dtype=dtype, context=context, model=model):
-                d = model()
-                w = decode_step_work(m, bs, context, eb, eb)
-                step = lambda: d.decode_step(bs, context)  # noqa: E731 - static inputs: no host→device copy per step
-                st = time_step(b, step, ctx.policy)
-                tables = {}
-                if bs == profile_batch:
-                    rows = profile_step(b, step)
-                    tables["micro_kernels"] = table_rows(f"{NAME}:{case}:{b.name}:{b.device}:{dtype}", rows, st.primary.stats.median_s)
-                return ctx.result(NAME, case, b, dtype, DecodeParams(model=m.name, kind="step", batch=bs, context_tokens=context,
-                                                                     mode=st.graph_mode, weight_bytes=w.weight_bytes,
-                                                                     kv_bytes=w.kv_read_bytes, extra=st.params()).to_params(),
-                                  Work(w.flops, w.bytes), st.primary, cache_state=_cache_note(b, w.bytes), notes=st.notes, tables=tables)
-
-            yield Planned(NAME, case, run_step)
+            for fused in (False, True):
+                case = step_case_name(m.name, bs, context, fused)
+                if fused and not fused_on:
+                    yield Skip(NAME, case, fused_off_why)
+                    continue
+                yield Planned(NAME, case, _step_runner(ctx, b, m, dtype, bs, context, model, case, fused, bs == profile_batch))
         for bs in batches:
             case = f"{m.name}-attention-b{bs}-c{context}"
 
@@ -102,6 +123,51 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
 
             yield Planned(NAME, case, run_attn)
         yield from _kernel_cases(ctx, b, m, dtype, batches, context, model)
+
+
+def _step_runner(ctx: SuiteContext, b: Backend, m, dtype: str, bs: int, context: int, model: Callable[[], RandomDecoder],
+                 case: str, fused: bool, profile: bool) -> Callable[[], Any]:
+    """The thunk of one decode-step case: eager ops, or fused (compiled and warmed up first, outside the timing)."""
+
+    def run():
+        d = model()
+        eb = dtype_bytes(dtype)
+        w = decode_step_work(m, bs, context, eb, eb)
+        extra: dict[str, Any] = {"ops_detail": "one kernel per elementwise op (RMSNorm, RoPE, KV write, SiLU, residual)"}
+        notes: list[str] = []
+        if fused:
+            why = d.prepare_fused(bs, context)
+            if why is not None:
+                return Skip(NAME, case, f"{why}; the eager-ops case {step_case_name(m.name, bs, context, False)} is the measurement")
+            facts = d.fused_shapes[(bs, context)]
+            extra = {"ops_detail": "per-layer function and final norm + LM head compiled by torch.compile (inductor, "
+                                   "dynamic=False, fullgraph); GEMMs and SDPA are library kernels", **facts}
+            notes.append(f"fused step: compiled and warmed up in {facts['fused_compile_and_warmup_s']:.3g} s before timing "
+                         f"({facts['fused_graphs_compiled']} graph(s) compiled for this shape)")
+            step = lambda: d.fused_decode_step(bs, context)  # noqa: E731
+        else:
+            step = lambda: d.decode_step(bs, context)  # noqa: E731 - static inputs: no host→device copy per step
+        st = time_step(b, step, ctx.policy)
+        tables = {}
+        if profile:
+            rows = profile_step(b, step)
+            tables["micro_kernels"] = table_rows(f"{NAME}:{case}:{b.name}:{b.device}:{dtype}", rows, st.primary.stats.median_s)
+            extra.update(kernel_count(rows))
+        params = DecodeParams(model=m.name, kind="step", batch=bs, context_tokens=context, mode=st.graph_mode,
+                              weight_bytes=w.weight_bytes, kv_bytes=w.kv_read_bytes, ops=OPS_FUSED if fused else OPS_EAGER,
+                              extra={**extra, **st.params()})
+        return ctx.result(NAME, case, b, dtype, params.to_params(), Work(w.flops, w.bytes), st.primary,
+                          cache_state=_cache_note(b, w.bytes), notes=(*st.notes, *notes), tables=tables)
+
+    return run
+
+
+def kernel_count(rows) -> dict[str, Any]:
+    """Kernels launched per step from a profile table (GPU); on the CPU the table holds aten operators, which an
+    inductor-compiled step does not go through, so no count is given there."""
+    if rows and rows[0].what == "cuda-kernel device time":
+        return {"kernels_per_step": round(sum(r.calls_per_step for r in rows), 2)}
+    return {"kernels_per_step": None}
 
 
 def _kernel_cases(ctx: SuiteContext, b: Backend, m, dtype: str, batches: list[int], context: int, model) -> Iterator[Item]:

@@ -10,6 +10,7 @@ _metadata.py registry does). Fields a suite records for people (notes, model com
 
 Format history (the version after the slash): 1 — first typed version. Params written before it
 carry no `params_record` tag; calibration leaves such cases out with a warning to rerun the suite.
+Fields added later with a default, so older records of the same version still read: decode/1 `ops`.
 """
 
 from __future__ import annotations
@@ -124,6 +125,12 @@ class GemmParams(_Record):
     extra: Mapping[str, Any] = _extra()
 
 
+# DecodeParams.ops: how the step's elementwise ops run (microbench.transformer)
+OPS_EAGER = "eager ops"
+OPS_FUSED = "fused (torch.compile inductor)"
+DecodeOps = Literal["eager ops", "fused (torch.compile inductor)"]
+
+
 @dataclass(frozen=True)
 class DecodeParams(_Record):
     """decode suite: one decode step (weights + KV) or decode attention alone at a batch and context (§9.2.3)."""
@@ -137,6 +144,9 @@ class DecodeParams(_Record):
         "", "graph: CUDA-graph replays (what the curve is fitted from when present); eager: launches from Python", None)
     weight_bytes: float | None = _unit("bytes", "weight bytes one step streams", None)
     kv_bytes: float | None = _unit("bytes", "KV bytes one step reads", None)
+    ops: DecodeOps | None = _unit(
+        "", "steps: eager ops (one kernel per elementwise op) or fused (torch.compile inductor, what the curve is "
+        "fitted from when present); null in runs written before the fused step existed (eager ops)", None)
     extra: Mapping[str, Any] = _extra()
 
 

@@ -6,7 +6,9 @@ not mark invalid (above the spec peak):
 
 - decode bandwidth efficiency vs batch, one curve per measured context (§9.2.3; DecodeParams with
   kind "step"): MBU of each case, useful_bytes / (median_s · peak_bytes_per_s); graph-captured
-  steps when measured (eager ones include launch overhead); made monotone non-decreasing in the
+  steps when measured (eager ones include launch overhead), then at each context the fused steps
+  (ops "fused (torch.compile inductor)", as engines fuse) when measured, else the eager-ops ones
+  with a warning; made monotone non-decreasing in the
   batch by pool-adjacent-violators with equal weight per batch, and interpolated linearly in the
   batch, as the chapter interpolates 33 % at batch 1 and 65 % at batch 64 to ≈49 % at 32. The
   model uses a curve only at contexts the measured ones cover (apply.py);
@@ -53,6 +55,8 @@ from harness.calibration.family import case_family
 from harness.calibration.runs import MachineRuns
 from harness.errors import HarnessError
 from microbench.params import (
+    OPS_EAGER,
+    OPS_FUSED,
     CpuExpertParams,
     DecodeParams,
     GemmParams,
@@ -202,12 +206,14 @@ class _Fitter:
             xs = [r.batch for r in recs]
             ctxs = [r.context_tokens for r in recs]
             modes = [r.mode or "" for r in recs]
+            ops = [r.ops or OPS_EAGER for r in recs]  # records written before the fused step existed: eager ops
         else:
             keep = [r.tokens is not None and not r.square for r in recs]
             xs = [r.tokens for r in recs]
             ctxs = [0] * len(recs)
             modes = [""] * len(recs)
-        rows = rows.assign(_x=xs, _ctx=ctxs, _mode=modes)[np.array(keep, dtype=bool)]
+            ops = [""] * len(recs)
+        rows = rows.assign(_x=xs, _ctx=ctxs, _mode=modes, _ops=ops)[np.array(keep, dtype=bool)]
         peak_col = "peak_bytes_per_s" if decode else "peak_flops_per_s"
         work_col = "useful_bytes" if decode else "useful_flops"
         out: list[EfficiencyCurve] = []
@@ -228,6 +234,7 @@ class _Fitter:
                     f"bandwidth B_D = {stream.value / 1e9:.3g} GB/s")
             if decode:
                 g = self._pick_mode(g, f"{quantity} on {dev} ({dtype})")
+                g = self._pick_ops(g, f"{quantity} on {dev} ({dtype})")
             by_ctx: dict[int, list] = {}
             for (backend, ctx), gb in g.groupby(["backend", "_ctx"], sort=True):
                 pts = self._curve_points(gb, work_col, peak_col)
@@ -285,6 +292,24 @@ class _Fitter:
             self.warnings.append(f"{what}: only eager decode steps were measured; their MBU includes the launch "
                                  "overhead and is a lower bound — rerun the decode suite with graph capture")
         return g
+
+    def _pick_ops(self, g, what: str):
+        """Per context: the fused decode steps (torch.compile) when measured, as engines fuse the elementwise ops;
+        else the eager-ops ones, with a note (one kernel per elementwise op: a lower bound of an engine's MBU)."""
+        keep = np.ones(len(g), dtype=bool)
+        for ctx in sorted(set(g["_ctx"])):
+            at = (g["_ctx"] == ctx).to_numpy()
+            ops = set(g["_ops"][at])
+            if OPS_FUSED in ops:
+                keep &= ~at | (g["_ops"] == OPS_FUSED).to_numpy()
+                if ops - {OPS_FUSED}:
+                    self.warnings.append(f"{what}, context {ctx}: fitted from the fused decode steps (torch.compile, as "
+                                         "engines fuse); the eager-ops steps stay in the run as a baseline, not fitted")
+            else:
+                self.warnings.append(f"{what}, context {ctx}: only eager-ops decode steps were measured (one kernel per "
+                                     "elementwise op, unlike an engine's fused step), so the curve is a lower bound; "
+                                     "rerun the decode suite where torch.compile works (HARNESS_DECODE_FUSED_CPU=1 on a CPU)")
+        return g[keep]
 
     def _curve_points(self, g, work_col: str, peak_col: str) -> list[tuple[float, Estimate, tuple[str, ...]]]:
         pts = []
