@@ -11,7 +11,8 @@
 # script stops starting work at DEADLINE_S (default 330 s) and then packs what it has.
 # `harness micro import-device OUT_DIR/run.tar.gz` files the run into results/ under the device's machine name.
 # Env: PYTHON (default python3: the device image's, with torch, triton, cupy, pandas, pyarrow, nvidia-ml-py;
-# no installs, no network), SUITES (default gemm,decode,transfer,stage; the Chapter 19 suites with
+# no network: what it lacks (pydantic, gguf, ...) comes as wheels in .whl/, made here by microbench/device_wheels.sh
+# and carried with the run), SUITES (default gemm,decode,transfer,stage; the Chapter 19 suites with
 # microbench/device_check_ch19.sh), CHECKS (default: all five; "none" for the suites only),
 # HARNESS_DEVICE_CHECK_STUB=1 (no GPU: stub checks and a synthetic run, to test the packaging).
 # Reads the card's state only: never changes clocks, power, MIG or persistence mode; device "cuda" only.
@@ -28,6 +29,11 @@ STUB=""
 mkdir -p "$OUT_DIR" "$WORK/checks"
 LOG="$OUT_DIR/device_check.log"
 : > "$LOG"
+# the image's python3 lacks our pure dependencies: install the carried wheels (microbench/device_wheels.sh) first
+if [ -d .whl ] && ! "$PY" -c "import pydantic, gguf, orjson" 2>/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/harness-site .whl/*.whl \
+    && export PYTHONPATH="/tmp/harness-site${PYTHONPATH:+:$PYTHONPATH}"
+fi
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 SECONDS=0
 ATTEMPTED=""
