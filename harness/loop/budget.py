@@ -77,9 +77,10 @@ class BudgetPlan:
 
     def note(self) -> str:
         d, p = self.default, self.planned
+        wins = f"{d.later_windows + 1} stage window{'s' if d.later_windows else ''}"
+        bursts = f"capacity bursts of {d.burst_requests} requests" if d.burst_requests else "no capacity bursts"
         head = (f"time budget {self.budget_s / 60:.1f} min: the loop predicted {self.predicted_default_s / 60:.1f} min at its "
-                f"defaults ({d.later_windows + 1} stage windows, capacity bursts of {d.burst_requests} requests, "
-                f"{d.point_duration_s:.0f}-s points)")
+                f"defaults ({wins}, {bursts}, {d.point_duration_s:.0f}-s points)")
         if not self.cuts:
             over = (f"; {self.over_s / 60:.1f} min over, with nothing it may cut (each part the user set, or at its floor)" if self.over_s > 0
                     else ", within the budget; nothing cut")

@@ -102,3 +102,11 @@ def test_the_loop_plans_its_budget_after_the_first_window(tmp_path, monkeypatch)
     arts = Run(r.run_dir).table("loop_prediction")
     assert len(arts) >= 2 * len(r.served)  # revision 1 and the re-plan's revision 2
     assert "(budget 1.0 min, planned" in render_markdown(r)
+
+
+def test_the_note_reads_for_a_quick_loop():
+    """One window and no bursts (--quick) read as such, not as '1 stage windows, capacity bursts of 0 requests'."""
+    p = plan_budget(budget_s=180.0, elapsed_s=110.0, default=Layout(0, 0, 8.0), slots=4, later_window_s=lambda k: 0.0,
+                    point_s=lambda d: [2 * d + 4.0] * 8, bursts_s=lambda n: 0.0, post_s=10.0, floor_duration_s=5.6)
+    assert p.planned == Layout(0, 0, 6.0) and p.over_s > 0
+    assert "(1 stage window, no capacity bursts, 8-s points)" in p.note() and "served points to 6 s" in p.note()
