@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tarfile
 import time
@@ -177,7 +178,7 @@ def memcpy_async_loop_s(torch, dst_ptr: int, src_ptr: int, nbytes: int, kind: in
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) / 1e3 / reps)
-    return _median(times), _median(issue)
+    return statistics.median(times), statistics.median(issue)
 
 
 def host_issue_s(torch, fn: Callable[[], Any], copies: int, samples: int = 5) -> float:
@@ -190,12 +191,7 @@ def host_issue_s(torch, fn: Callable[[], Any], copies: int, samples: int = 5) ->
             fn()
         out.append((time.perf_counter() - h0) / copies)
     torch.cuda.synchronize()
-    return _median(out)
-
-
-def _median(xs: list[float]) -> float:
-    ys = sorted(xs)
-    return ys[len(ys) // 2]
+    return statistics.median(out)
 
 
 def issue_bound(device_s_per_copy: float, host_issue_s_per_copy: float) -> bool:
@@ -313,10 +309,9 @@ def check_decode_mbu() -> dict[str, Any]:
     eager = timed(lambda: d.decode_step(1, DECODE_CONTEXT))
     why = d.prepare_fused(1, DECODE_CONTEXT)
     fused: dict[str, Any] = {}
-    if why is None:
-        fused = {**timed(lambda: d.fused_decode_step(1, DECODE_CONTEXT)), **d.fused_shapes[(1, DECODE_CONTEXT)]}
     accuracy: dict[str, Any] = {}
     if why is None:
+        fused = {**timed(lambda: d.fused_decode_step(1, DECODE_CONTEXT)), **d.fused_shapes[(1, DECODE_CONTEXT)]}
         accuracy = fused_accuracy(torch, d, 1, DECODE_CONTEXT)
     mbu = fused.get("mbu")
     ok = (why is None and fused["mode"] == "graph" and DECODE_MBU_TARGET <= mbu <= 1.0 and accuracy.get("fused_accurate") is True)

@@ -46,6 +46,18 @@ FUSED_WARM_CALLS = 3  # calls of a freshly compiled shape before anyone times or
 _fused_shapes_compiled = 0
 
 
+def rms_norm(torch: Any, x: Any, w: Any, eps: float = RMS_EPS) -> Any:
+    """RMSNorm in fp32, cast back to x's dtype, times the weight (both steps' norm)."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
+
+
+def rotary(torch: Any, x: Any, cos: Any, sin: Any) -> Any:
+    """Rotary positions on x's last dimension, rotating halves, with the position's cos/sin rows (both steps' RoPE)."""
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+
+
 def fused_functions(torch: Any, n_heads: int, n_kv_heads: int, head_dim: int, eps: float = RMS_EPS) -> tuple[Callable, Callable]:
     """(layer, head): the pure functions of one decode layer and of the final norm + LM head, for torch.compile.
 
@@ -57,12 +69,10 @@ def fused_functions(torch: Any, n_heads: int, n_kv_heads: int, head_dim: int, ep
     nh, nkv, d = n_heads, n_kv_heads, head_dim
 
     def rms(x: Any, w: Any) -> Any:
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
+        return rms_norm(torch, x, w, eps)
 
     def rope(x: Any, cos: Any, sin: Any) -> Any:
-        half = x.shape[-1] // 2
-        return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+        return rotary(torch, x, cos, sin)
 
     def layer(x: Any, pos: Any, n1: Any, wqkv: Any, wo: Any, n2: Any, wgu: Any, wd: Any, kc: Any, vc: Any,
               cos: Any, sin: Any) -> Any:
@@ -159,14 +169,16 @@ class RandomDecoder:
         return self._inputs[key]
 
     def _rms(self, x: Any, w: Any) -> Any:
-        xf = x.float()
-        return (xf * self.t.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
+        return rms_norm(self.t, x, w)
 
     def _rope(self, x: Any, pos: Any) -> Any:
-        cos, sin = self.cos[pos], self.sin[pos]  # [L, d] or [B, 1, d]
-        half = x.shape[-1] // 2
-        rot = self.t.cat([-x[..., half:], x[..., :half]], -1)
-        return x * cos + rot * sin
+        return rotary(self.t, x, self.cos[pos], self.sin[pos])  # cos/sin rows [L, d] or [B, 1, d]
+
+    def _decode_inputs(self, batch: int, context: int) -> tuple[Any, Any]:
+        """The static decode inputs of (batch, context), once the shape is checked against the allocation."""
+        if batch > self.max_batch or context > self.max_context:
+            raise HarnessError(f"decode step batch={batch}, context={context} exceeds the allocation ({self.max_batch}, {self.max_context}).")
+        return self.inputs("decode", batch, context)
 
     def _layer(self, x: Any, li: int, pos: Any, batch: int, new: int, ctx: int, causal: bool) -> Any:
         m, t, lw = self.m, self.t, self.layers[li]
@@ -200,9 +212,7 @@ class RandomDecoder:
 
     def decode_step(self, batch: int, context: int) -> Any:
         """One decode call: one new token for each of `batch` requests attending to `context` keys (the new one included)."""
-        if batch > self.max_batch or context > self.max_context:
-            raise HarnessError(f"decode step batch={batch}, context={context} exceeds the allocation ({self.max_batch}, {self.max_context}).")
-        ids, pos = self.inputs("decode", batch, context)
+        ids, pos = self._decode_inputs(batch, context)
         return self.step(ids, pos, batch, context)
 
     def step(self, ids: Any, pos: Any, batch: int, context: int) -> Any:
@@ -296,9 +306,7 @@ class RandomDecoder:
 
     def fused_decode_step(self, batch: int, context: int) -> Any:
         """The fused decode step on the static decode inputs of (batch, context); the eager step when not prepared."""
-        if batch > self.max_batch or context > self.max_context:
-            raise HarnessError(f"decode step batch={batch}, context={context} exceeds the allocation ({self.max_batch}, {self.max_context}).")
-        ids, pos = self.inputs("decode", batch, context)
+        ids, pos = self._decode_inputs(batch, context)
         return self.fused_step(ids, pos, batch, context)
 
     def fused_step(self, ids: Any, pos: Any, batch: int, context: int) -> Any:

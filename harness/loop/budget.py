@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
 FULL_BUDGET_S, QUICK_BUDGET_S = 15 * 60.0, 3 * 60.0  # issue 15's targets: the full loop ≤ 15 min, --quick ≤ 3 min
-POINT_OVERHEAD_S = 4.0  # settle_slots + tokenizer fit + the load generator's start, per point
+POINT_OVERHEAD_S = 4.0  # settle_slots + tokenizer fit + the load generator's start, per point (3.5-5.7 s measured 2026-12-04 evening)
 POST_RESERVE_S, QUICK_POST_RESERVE_S = 40.0, 10.0
 POINT_FLOOR_FRACTION = 0.7  # a point is not cut below this × its default duration (its p50s hold too few requests)
 SATURATION_QUANTILE = 0.8  # the capacity estimator's upper completion percentile (harness.target.saturation)

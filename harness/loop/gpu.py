@@ -25,8 +25,8 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.loop.compare import served_verdict
 from harness.loop.report import LoopReport
-from harness.loop.run import (DEFAULT_MIXES, DEFAULT_RATE_FRACTIONS, ProgressFn, measure_points, plan_points, print_progress,
-                              served_rows, served_steps, with_measured)
+from harness.loop.run import (DEFAULT_MIXES, DEFAULT_RATE_FRACTIONS, ProgressFn, measure_points, plan_points, prediction_row,
+                              print_progress, served_rows, served_steps, with_measured)
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,7 @@ def run_gpu_loop(opts: GpuLoopOptions, *, progress: ProgressFn | None = print_pr
     try:
         plan_points(state, twin, opts.mixes, opts.rate_fractions, opts.point_duration_s, opts.seed)
         if writer:
-            writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted
-                                              for p in state["served"]])
+            writer.append("loop_prediction", [prediction_row(p) for p in state["served"]])
         if opts.target_url:
             url = opts.target_url.rstrip("/")
             try:

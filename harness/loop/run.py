@@ -312,8 +312,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
             for name, c in state["capacity"].items():
                 say(f"twin: {name} capacity {c['requests_per_s']:.3f} req/s ({c['output_tokens_per_s']:.1f} output tokens/s), simulated")
             if writer:
-                writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted | {"revision": 1}
-                                                    for p in state["served"]])
+                writer.append("loop_prediction", [prediction_row(p, revision=1) for p in state["served"]])
         say(f"starting {plan.engine} ({cfg.name}) for the measurement")
         proc = None
         with RunningEngine(plan, log_dir=opts.log_dir) as eng:
@@ -498,8 +497,7 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
             fig = predict_point(tw.make_scheduler, requests_from_rows(art.rows), rate_per_s=rate, span_s=duration_s)
             state["served"][pt] = replace(state["served"][pt], predicted=fig.to_dict(), step_scale=scale or 1.0)
             if writer:
-                writer.append("loop_prediction", [{k: v for k, v in state["served"][pt].to_dict().items() if k != "measured"}
-                                                  | state["served"][pt].predicted | {"revision": 3}])
+                writer.append("loop_prediction", [prediction_row(state["served"][pt], revision=3)])
         path = save_artifact(art, wd)
         ms = []
         for rep in range(repeats):
@@ -585,6 +583,11 @@ def plan_points(state: dict[str, Any], twin: Any, mixes: tuple[tuple[int, int], 
     state["artifacts"] = {pt: art for pt, _, _, _, art in state["work"]}
 
 
+def prediction_row(p: ServedPoint, **extra: Any) -> dict[str, Any]:
+    """A loop_prediction row: the point without its measurement, its predicted figures, and `extra` (revision, ...)."""
+    return {k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted | extra
+
+
 def _last_finish_s(twin: Any, art: Any) -> float:
     """The twin's last finish (s from the first intended send) for a workload artifact, at least its span."""
     import numpy as np  # noqa: PLC0415
@@ -649,8 +652,7 @@ def fit_time_budget(state: dict[str, Any], opts: LoopOptions, twin: Any, slots: 
             state["capacity_work"] = capacity_work(opts.mixes, lay.burst_requests, opts.seed, first_point=first_burst_point)
         plan_points(state, twin, opts.mixes, opts.rate_fractions, opts.duration_s, opts.seed)
         if writer:
-            writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted
-                                              | {"revision": 2} for p in state["served"]])
+            writer.append("loop_prediction", [prediction_row(p, revision=2) for p in state["served"]])
     return opts
 
 
@@ -1153,8 +1155,7 @@ def _with_stage_corrections(twin: Any, state: dict[str, Any], opts: LoopOptions,
             "(the served rates are set from it)")
     if writer:
         writer.write_json("twin.json", twin_dict(twin))
-        writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted | {"revision": 2}
-                                          for p in state["served"]])
+        writer.append("loop_prediction", [prediction_row(p, revision=2) for p in state["served"]])
     return twin
 
 
@@ -1258,8 +1259,7 @@ def windowed_predictions(state: dict[str, Any], opts: LoopOptions, writer: Any, 
         # twin.json is the twin that made the prediction compared (bench-pd --calibration reads it); window 1's, which
         # planned the points, stays in twin-windows.json as "1"
         writer.write_json("twin.json", twin_dict(twin_of(every)))
-        writer.append("loop_prediction", [{k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted
-                                          | {"revision": 4, "window_mode": mode}
+        writer.append("loop_prediction", [prediction_row(p, revision=4, window_mode=mode)
                                           for mode in WINDOW_MODES if mode != "first"
                                           for p in by_mode[mode][0] if p.point in by_mode[mode][2]])
 

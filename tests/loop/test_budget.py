@@ -95,12 +95,14 @@ def test_the_loop_plans_its_budget_after_the_first_window(tmp_path, monkeypatch)
     assert b["default"]["point_duration_s"] == 8.0 and b["planned"]["point_duration_s"] == 6.0  # the floor: ceil(0.7 x 8)
     assert b["over_s"] > 0 and r.settings["point_duration_s"] == 6.0
     assert any(n.startswith("time budget 1.0 min") and "served points to 6 s" in n for n in r.notes)
-    for p in r.served:  # the points were set anew for 6 s
-        assert p.measured is not None
     from harness.store import Run
+    from workloads.artifact import load_artifact
 
-    arts = Run(r.run_dir).table("loop_prediction")
-    assert len(arts) >= 2 * len(r.served)  # revision 1 and the re-plan's revision 2
+    for p in r.served:  # the points were set anew for 6 s, and what was sent is that workload (8 s without the cut)
+        assert p.measured is not None
+        assert load_artifact(f"{p.measured['run_dir']}/workload-artifact.parquet").span_s == pytest.approx(6.0)
+    preds = Run(r.run_dir).table("loop_prediction")
+    assert (preds["revision"] == 2).sum() == 2 * len(r.served)  # the stage corrections' re-plan, then the budget's
     assert "(budget 1.0 min, planned" in render_markdown(r)
 
 
