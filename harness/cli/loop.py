@@ -84,8 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-budget-min", type=float, default=None,
                         help="cpu: the loop's wall-time budget in minutes (default 15, 3 with --quick; 0 = none). After the first "
                              "stage window the rest is predicted and, to fit, cut in order: the later stage windows, the capacity "
-                             "bursts, the served points' duration (never below 70 %% of its default); a value you set with "
-                             "--stage-windows, --capacity-requests or --point-duration-s is not cut")
+                             "bursts, the served points' duration (never below 70 %% of its default), and with --quick the rates per mix "
+                             "(down to 2: the highest and one below); a value you set with --stage-windows, "
+                             "--capacity-requests or --point-duration-s, or a --rates other than the default, is not cut")
+    parser.add_argument("--copy-cases", action=argparse.BooleanOptionalAction, default=None,
+                        help="cpu: measure the host-RAM prompt cache's copy of a slot state in the first stage window (default: "
+                             "yes, no with --quick, where it took ~23 of Gemma's 100-s window for a 10-40 ms term)")
     parser.add_argument("--seed", type=int, default=0, help="workload seed (arrivals and prompts; the twin replays the same)")
     parser.add_argument("--no-stages", action="store_true", help="skip the isolated prefill/decode measurements")
     parser.add_argument("--no-served", action="store_true", help="skip the served-load points")
@@ -128,7 +132,7 @@ def _cpu(args: argparse.Namespace):
         quick=args.quick, stages=not args.no_stages, served=not args.no_served, mixes=_mixes(args.mixes),
         rate_fractions=_fractions(args.rates), point_duration_s=args.point_duration_s, seed=args.seed,
         capacity_requests=args.capacity_requests, probe=args.probe, repeats=args.repeats,
-        time_budget_s=None if args.time_budget_min is None else args.time_budget_min * 60.0,
+        time_budget_s=None if args.time_budget_min is None else args.time_budget_min * 60.0, copy_cases=args.copy_cases,
         stage_windows=args.stage_windows, results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
     )
     return run_loop(opts)
@@ -137,8 +141,9 @@ def _cpu(args: argparse.Namespace):
 def _gpu(args: argparse.Namespace):
     from harness.loop.gpu import GpuLoopOptions, run_gpu_loop  # noqa: PLC0415
 
-    if args.repeats != 1 or args.probe or args.stage_windows is not None or args.time_budget_min is not None:
-        raise HarnessError("--repeats, --probe, --stage-windows and --time-budget-min are for `harness loop cpu`; the GPU loop "
+    if (args.repeats != 1 or args.probe or args.stage_windows is not None or args.time_budget_min is not None
+            or args.copy_cases is not None):
+        raise HarnessError("--repeats, --probe, --stage-windows, --time-budget-min and --copy-cases are for `harness loop cpu`; the GPU loop "
                            "measures each point once.")
     if args.capacity_requests is not None:
         raise HarnessError("--capacity-requests is for `harness loop cpu`; the GPU loop reads capacity from its overloaded point.")

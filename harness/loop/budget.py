@@ -9,13 +9,17 @@ until the prediction fits the budget:
 1. the later stage windows, down to one after the last point (each point keeps a window before and after it);
 2. the capacity bursts, down to the fewest requests that still keep every slot busy up to the 80th-percentile
    completion (N − ⌊0.8 N⌋ ≥ slots, N ≥ 10);
-3. the served points' duration, down to `POINT_FLOOR_FRACTION` of the default.
+3. the served points' duration, down to `POINT_FLOOR_FRACTION` of the default;
+4. the served rates per mix, down to `min_rates` (`QUICK_MIN_RATES` with --quick; the full loop keeps the issue's 4),
+   keeping the highest (the overloaded point, which gives the quick loop its capacity) and the rest evenly by rank;
+   the points' duration is then set again, the longest that fits up to its default.
 
 Past the floors the loop runs anyway and says by how much it will be over. Every cut is a note in the report, and
 the end of the loop compares the plan with the time it took. What the phases are predicted from:
 
-- a later window: the first window's wall time × its reps ratio (`LoopOptions.window_reps`): the 15:00 run's later
-  windows took 108 and 101 s against 170 s for the first at 2 reps against 3 (0.64, 0.60; predicted 0.67);
+- a later window: the first window's wall time less what only the first window measures (the prompt-cache copy
+  cases), × its reps ratio (`LoopOptions.window_reps`): later windows took 0.52-0.62 of the whole first window in four
+  runs on 2026-12-04 against the 0.67 the reps ratio alone gives (15-25 s over each); Gemma's copy cases take ~23 s;
 - a served point: the twin's last finish for the point's own workload (the load generator stops when every request
   has a record), at least its span, plus `POINT_OVERHEAD_S` (settling the slots, fitting prompts to the tokenizer,
   starting the load generator);
@@ -27,14 +31,27 @@ the end of the loop compares the plan with the time it took. What the phases are
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 FULL_BUDGET_S, QUICK_BUDGET_S = 15 * 60.0, 3 * 60.0  # issue 15's targets: the full loop ≤ 15 min, --quick ≤ 3 min
 POINT_OVERHEAD_S = 4.0  # settle_slots + tokenizer fit + the load generator's start, per point (3.5-5.7 s measured 2026-12-04 evening)
 POST_RESERVE_S, QUICK_POST_RESERVE_S = 40.0, 10.0
 POINT_FLOOR_FRACTION = 0.7  # a point is not cut below this × its default duration (its p50s hold too few requests)
+QUICK_MIN_RATES = 2  # --quick keeps at least the overloaded point and one below it per mix
 SATURATION_QUANTILE = 0.8  # the capacity estimator's upper completion percentile (harness.target.saturation)
+
+
+def keep_rates(rates: Sequence[float], k: int) -> tuple[float, ...]:
+    """`k` of `rates` (sorted): the highest, and k − 1 of the rest evenly by rank (0.5 of 0.2, 0.5, 0.8 for k = 2)."""
+    r = sorted(rates)
+    if k >= len(r):
+        return tuple(r)
+    if k <= 1:
+        return (r[-1],)
+    rest = r[:-1]
+    picks = sorted({min(len(rest) - 1, round((i + 0.5) * len(rest) / (k - 1) - 0.5 + 1e-9)) for i in range(k - 1)})
+    return tuple(rest[i] for i in picks) + (r[-1],)
 
 
 def min_saturating_burst(slots: int, floor: int = 10) -> int:
@@ -53,6 +70,7 @@ class Layout:
     later_windows: int
     burst_requests: int
     point_duration_s: float
+    rate_fractions: tuple[float, ...] = ()  # the served rates per mix (fractions of the predicted capacity)
 
 
 @dataclass(frozen=True)
@@ -79,8 +97,9 @@ class BudgetPlan:
         d, p = self.default, self.planned
         wins = f"{d.later_windows + 1} stage window{'s' if d.later_windows else ''}"
         bursts = f"capacity bursts of {d.burst_requests} requests" if d.burst_requests else "no capacity bursts"
+        rates = f", {len(d.rate_fractions)} rates per mix" if d.rate_fractions else ""
         head = (f"time budget {self.budget_s / 60:.1f} min: the loop predicted {self.predicted_default_s / 60:.1f} min at its "
-                f"defaults ({wins}, {bursts}, {d.point_duration_s:.0f}-s points)")
+                f"defaults ({wins}, {bursts}, {d.point_duration_s:.0f}-s points{rates})")
         if not self.cuts:
             over = (f"; {self.over_s / 60:.1f} min over, with nothing it may cut (each part the user set, or at its floor)" if self.over_s > 0
                     else ", within the budget; nothing cut")
@@ -93,17 +112,18 @@ class BudgetPlan:
 
 
 def plan_budget(*, budget_s: float, elapsed_s: float, default: Layout, slots: int, later_window_s: Callable[[int], float],
-                point_s: Callable[[float], Sequence[float]], bursts_s: Callable[[int], float], post_s: float,
-                floor_duration_s: float, fixed: frozenset[str] = frozenset()) -> BudgetPlan:
+                point_s: Callable[[float, tuple[float, ...]], Sequence[float]], bursts_s: Callable[[int], float], post_s: float,
+                floor_duration_s: float, fixed: frozenset[str] = frozenset(), min_rates: int | None = None) -> BudgetPlan:
     """Cut the rest of the loop (`default`) in the module's order until its prediction fits `budget_s`.
 
-    `later_window_s(k)`: seconds of the k-th later window (k = 1, 2, …); `point_s(d)`: each served point's predicted
-    seconds at duration d; `bursts_s(n)`: all the capacity bursts' predicted seconds at n requests each. `fixed` names
-    what the user set and is not cut: "windows", "bursts", "points"."""
+    `later_window_s(k)`: seconds of the k-th later window (k = 1, 2, …); `point_s(d, rates)`: each served point's
+    predicted seconds at duration d with those rates per mix; `bursts_s(n)`: all the capacity bursts' predicted seconds
+    at n requests each. `fixed` names what the user set and is not cut: "windows", "bursts", "points", "rates";
+    `min_rates` (None: all of the default's) is the fewest rates per mix the plan may keep."""
 
     def total(lay: Layout) -> tuple[float, dict[str, float]]:
         ph = {"stage_windows_s": sum(later_window_s(k) for k in range(1, lay.later_windows + 1)),
-              "served_points_s": float(sum(point_s(lay.point_duration_s))),
+              "served_points_s": float(sum(point_s(lay.point_duration_s, lay.rate_fractions))),
               "capacity_bursts_s": bursts_s(lay.burst_requests) if lay.burst_requests else 0.0,
               "after_engine_s": post_s}
         return elapsed_s + sum(ph.values()), ph
@@ -111,23 +131,41 @@ def plan_budget(*, budget_s: float, elapsed_s: float, default: Layout, slots: in
     t_default, ph = total(default)
     lay, t, cuts = default, t_default, []
     if t > budget_s and lay.later_windows > 1 and "windows" not in fixed:
-        lay = Layout(1, lay.burst_requests, lay.point_duration_s)
+        lay = replace(lay, later_windows=1)
         t, ph = total(lay)
         cuts.append(f"the stage windows to 2 (before the points and after the last; {default.later_windows + 1} by default)")
     n_min = min_saturating_burst(slots) if lay.burst_requests else 0
     if t > budget_s and lay.burst_requests > n_min and "bursts" not in fixed:
-        lay = Layout(lay.later_windows, n_min, lay.point_duration_s)
+        lay = replace(lay, burst_requests=n_min)
         t, ph = total(lay)
         cuts.append(f"the capacity bursts to {n_min} requests ({default.burst_requests} by default; the fewest that keep "
                     f"all {slots} slots busy to the 80th-percentile completion)")
-    if t > budget_s and lay.point_duration_s > floor_duration_s and "points" not in fixed:
-        # the longest whole-second duration that fits, else the floor (total() grows with the duration)
-        lo_d, hi_d = math.ceil(floor_duration_s), math.floor(lay.point_duration_s)
-        d = next((x for x in range(hi_d, lo_d - 1, -1)
-                  if total(Layout(lay.later_windows, lay.burst_requests, float(x)))[0] <= budget_s), lo_d)
-        if d < lay.point_duration_s:
-            lay = Layout(lay.later_windows, lay.burst_requests, float(d))
-            t, ph = total(lay)
-            cuts.append(f"the served points to {d:.0f} s ({default.point_duration_s:.0f} s by default, floor "
-                        f"{floor_duration_s:.0f} s)")
+
+    def longest_fitting(lay: Layout) -> float:
+        """The longest whole-second duration up to the default that fits, else the floor (total() grows with it)."""
+        lo_d, hi_d = math.ceil(floor_duration_s), math.floor(default.point_duration_s)
+        return float(next((x for x in range(hi_d, lo_d - 1, -1) if total(replace(lay, point_duration_s=float(x)))[0] <= budget_s), lo_d))
+
+    def duration_cut() -> str:
+        return (f"the served points to {lay.point_duration_s:.0f} s ({default.point_duration_s:.0f} s by default, floor "
+                f"{floor_duration_s:.0f} s)")
+
+    cut_duration = t > budget_s and lay.point_duration_s > floor_duration_s and "points" not in fixed
+    if cut_duration:
+        lay = replace(lay, point_duration_s=min(lay.point_duration_s, longest_fitting(lay)))
+        t, ph = total(lay)
+    k_min = len(default.rate_fractions) if min_rates is None else max(1, min_rates)
+    if t > budget_s and len(lay.rate_fractions) > k_min and "rates" not in fixed:
+        k = next((k for k in range(len(lay.rate_fractions) - 1, k_min - 1, -1)
+                  if total(replace(lay, rate_fractions=keep_rates(lay.rate_fractions, k)))[0] <= budget_s), k_min)
+        lay = replace(lay, rate_fractions=keep_rates(lay.rate_fractions, k))
+        if "points" not in fixed:  # fewer points leave room for longer ones again
+            lay = replace(lay, point_duration_s=longest_fitting(lay))
+        t, ph = total(lay)
+        if lay.point_duration_s < default.point_duration_s:
+            cuts.append(duration_cut())
+        cuts.append(f"the served rates to {k} per mix ({', '.join(f'{f:g}' for f in lay.rate_fractions)} of the predicted "
+                    f"capacity; {len(default.rate_fractions)} by default, floor {k_min})")
+    elif cut_duration and lay.point_duration_s < default.point_duration_s:
+        cuts.append(duration_cut())
     return BudgetPlan(budget_s, elapsed_s, default, lay, t_default, t, ph, tuple(cuts))

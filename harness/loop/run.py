@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 from harness.errors import HarnessError
 from harness.loop.budget import (FULL_BUDGET_S, POINT_FLOOR_FRACTION, POINT_OVERHEAD_S, POST_RESERVE_S, QUICK_BUDGET_S,
-                                 QUICK_POST_RESERVE_S, Layout, plan_budget)
+                                 QUICK_MIN_RATES, QUICK_POST_RESERVE_S, Layout, plan_budget)
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
 from harness.loop.compare import (CONDITION_STEP_PCT, MEASURED_MEDIAN_CONFIDENCE, TARGETS_PCT, ServedComparison, band_summary,
                                   compare, compare_capacity, compare_capacity_burst, compare_served, condition_summary,
@@ -93,6 +93,9 @@ class LoopOptions:
     # the probe's scales and 8 of 18 without: the 24-token batch-1 probe does not track batch-4 and prefill drift)
     # the loop's wall-time budget (harness.loop.budget): None = 15 min (3 with --quick), 0 = none (run the defaults)
     time_budget_s: float | None = None
+    # the host-RAM prompt cache's copy cases in the first stage window (None: measured, but not with --quick: on Gemma
+    # they take ~23 s of the quick loop's 100-s window for a term of 10-40 ms a request, 0.3-2 % of a TTFT)
+    copy_cases: bool | None = None
     seed: int = 0
     results_dir: str | None = "results"
     log_dir: str | None = None
@@ -178,6 +181,11 @@ class LoopOptions:
         if self.capacity_requests is not None:
             return self.capacity_requests
         return 0 if self.quick else max(10, CAPACITY_BURST_PER_SLOT * slots)
+
+    @property
+    def measure_copy_cases(self) -> bool:
+        """Whether the first stage window measures the prompt cache's copy of a slot (when the engine keeps one)."""
+        return (not self.quick) if self.copy_cases is None else bool(self.copy_cases)
 
 
 def engine_config_for(config: str, model: str | None) -> Any:
@@ -326,10 +334,17 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                 if opts.stages:
                     say("measuring isolated stages (prefill, decode at each batch)"
                         + (f": window 1 of {opts.n_windows}" if opts.n_windows > 1 else ""))
-                    t_w0 = time.perf_counter()
+                    t_w0, spent = time.perf_counter(), {}
                     _, cs = measure_stage_window(url, served_name, opts, gm.spec.vocab_size, sched, pid, threads,
-                                                 alive=lambda: _alive(eng, proc), measured=state["measured"], checks=state["checks"])
-                    state["windows"] = [StageWindow(0, t_w0 - t_start, None, len(cs), time.perf_counter() - t_w0)]
+                                                 alive=lambda: _alive(eng, proc), measured=state["measured"], checks=state["checks"],
+                                                 spent=spent)
+                    state["windows"] = [StageWindow(0, t_w0 - t_start, None, len(cs), time.perf_counter() - t_w0,
+                                                    once_s=spent.get("copy_cases_s", 0.0))]
+                    if sched.prompt_cache_ram and opts.served and not opts.measure_copy_cases:
+                        state["notes"].append("the prompt cache's copy of a slot state was not measured (--quick; --copy-cases "
+                                              "measures it): the twin has no copy term, and its request overhead is read from "
+                                              "the isolated prefills, which include the copy of the request before them")
+                        say(state["notes"][-1])
                     if writer:
                         writer.append("loop_requests", [c.to_dict() for c in cs])
                     twin = _with_stage_corrections(twin, state, opts, writer, say)
@@ -412,10 +427,11 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
 
 def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: int, sched: Any, pid: int | None, threads: int,
                          alive: Callable[[], None] = lambda: None, window: int = 0, measured: list[Any] | None = None,
-                         checks: list[Any] | None = None) -> tuple[list[Any], list[Any]]:
+                         checks: list[Any] | None = None, spent: dict[str, float] | None = None) -> tuple[list[Any], list[Any]]:
     """One stage window: the isolated prefill, the decode at each batch, the prompts at the served mixes' other lengths,
-    the prompt-cache copy (when the engine keeps one) and the long-context decode; (stage measurements, request checks
-    labelled `window`). Given lists are extended as each part is measured (a failure midway keeps what was)."""
+    the prompt-cache copy (when the engine keeps one, first window only, `LoopOptions.measure_copy_cases`) and the
+    long-context decode; (stage measurements, request checks labelled `window`). Given lists are extended as each part
+    is measured (a failure midway keeps what was); `spent["copy_cases_s"]` gets the seconds the copy cases took."""
     measured = [] if measured is None else measured
     checks = [] if checks is None else checks
     n0, k0 = len(measured), len(checks)
@@ -460,12 +476,15 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
         cases = mixed_cases(checks[k0:], sorted({m[0] for m in opts.mixes}), mixed_batches(sched.slots), opts.decode_prompt_tokens,
                             sched.n_ctx_slot, 4 * opts.output_tokens)
         keep(measure_mixed_prompts(url, served_name, cases, vocab, opts.side_reps, opts.decode_prompt_tokens))
-    if sched.prompt_cache_ram and window == 0:  # the host-RAM prompt cache's copy of a slot, at the served mixes' shapes
-        # (window 0 only, later windows reuse it, windows.window_checks: Gemma's windows took 39-45 s with it, 27-29 s
-        # without, 2026-12-02)
+    if sched.prompt_cache_ram and window == 0 and opts.measure_copy_cases:  # the host-RAM prompt cache's copy of a slot,
+        # at the served mixes' shapes (window 0 only, later windows reuse it, windows.window_checks: Gemma's windows took
+        # 39-45 s with it, 27-29 s without, 2026-12-02)
         alive()
+        t0 = time.perf_counter()
         cases = sorted({(opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS)} | ({tuple(m) for m in opts.mixes} if opts.served else set()))
         keep(measure_prompt_saves(url, served_name, cases, vocab, opts.side_reps, sched.slots))
+        if spent is not None:
+            spent["copy_cases_s"] = time.perf_counter() - t0
     return measured[n0:], checks[k0:]
 
 
@@ -609,9 +628,11 @@ def fit_time_budget(state: dict[str, Any], opts: LoopOptions, twin: Any, slots: 
     finishes = [(f, _last_finish_s(twin, art)) for _, _, f, _, art in state["work"]]
     drain_cap = QUICK_DRAIN_FACTOR if opts.quick else math.inf
 
-    def point_s(d: float) -> list[float]:
+    def point_s(d: float, rates: tuple[float, ...]) -> list[float]:
         out = []
         for f, lf in finishes:  # an overloaded point's backlog grows with its length; an underloaded one drains alike
+            if f not in rates:
+                continue
             t = lf * d / D if f >= 1 else d + (lf - D)
             out.append(reps * (min(max(t, 0.0), d * (1 + drain_cap)) + POINT_OVERHEAD_S))
         return out
@@ -626,15 +647,17 @@ def fit_time_budget(state: dict[str, Any], opts: LoopOptions, twin: Any, slots: 
         return burst_cache[n]
 
     windows = state.get("windows") or []
-    w0_s = windows[0].duration_s if windows else 0.0
+    w0_s = (windows[0].duration_s - windows[0].once_s) if windows else 0.0  # a later window repeats all but the copy cases
     n_cap = settings.get("capacity_requests") or 0
-    default = Layout(max(0, opts.n_windows - 1) if windows else 0, n_cap, D)
+    default = Layout(max(0, opts.n_windows - 1) if windows else 0, n_cap, D, tuple(opts.rate_fractions))
+    fixed = frozenset(k for k, v in (("windows", opts.stage_windows), ("bursts", opts.capacity_requests),
+                                     ("points", opts.point_duration_s)) if v is not None)
+    if tuple(opts.rate_fractions) != DEFAULT_RATE_FRACTIONS:
+        fixed |= {"rates"}
     plan = plan_budget(budget_s=float(opts.budget_s or math.inf), elapsed_s=elapsed_s, default=default, slots=slots,
                        later_window_s=lambda k: w0_s * opts.window_reps(k) / opts.window_reps(0), point_s=point_s,
                        bursts_s=bursts_s, post_s=QUICK_POST_RESERVE_S if opts.quick else POST_RESERVE_S,
-                       floor_duration_s=POINT_FLOOR_FRACTION * D,
-                       fixed=frozenset(k for k, v in (("windows", opts.stage_windows), ("bursts", opts.capacity_requests),
-                                                      ("points", opts.point_duration_s)) if v is not None))
+                       floor_duration_s=POINT_FLOOR_FRACTION * D, fixed=fixed, min_rates=QUICK_MIN_RATES if opts.quick else None)
     settings["time_budget"] = plan.to_dict()
     state["notes"].append(plan.note())
     say(state["notes"][-1])
@@ -645,11 +668,15 @@ def fit_time_budget(state: dict[str, Any], opts: LoopOptions, twin: Any, slots: 
         opts = replace(opts, stage_windows=lay.later_windows + 1)
         settings["stage_windows"] = opts.n_windows
         settings["stage_reps"] = [opts.window_reps(w) for w in range(opts.n_windows)]
-    if (lay.burst_requests, lay.point_duration_s) != (default.burst_requests, default.point_duration_s):
-        opts = replace(opts, capacity_requests=lay.burst_requests, point_duration_s=lay.point_duration_s)
+    if (lay.burst_requests, lay.point_duration_s, lay.rate_fractions) != (default.burst_requests, default.point_duration_s,
+                                                                          default.rate_fractions):
+        opts = replace(opts, capacity_requests=lay.burst_requests, point_duration_s=lay.point_duration_s,
+                       rate_fractions=lay.rate_fractions)
         settings["capacity_requests"], settings["point_duration_s"] = lay.burst_requests, lay.point_duration_s
+        settings["rate_fractions"] = list(lay.rate_fractions)
         if lay.burst_requests:
-            state["capacity_work"] = capacity_work(opts.mixes, lay.burst_requests, opts.seed, first_point=first_burst_point)
+            state["capacity_work"] = capacity_work(opts.mixes, lay.burst_requests, opts.seed,
+                                                   first_point=len(opts.mixes) * len(opts.rate_fractions))
         plan_points(state, twin, opts.mixes, opts.rate_fractions, opts.duration_s, opts.seed)
         if writer:
             writer.append("loop_prediction", [prediction_row(p, revision=2) for p in state["served"]])

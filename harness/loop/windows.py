@@ -44,6 +44,7 @@ class StageWindow:
     after_point: int | None
     requests: int
     duration_s: float
+    once_s: float = 0.0  # of duration_s, what only the first window measures (the prompt-cache copy cases)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

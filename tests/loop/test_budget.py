@@ -7,7 +7,7 @@ import math
 import pytest
 
 from harness.errors import HarnessError
-from harness.loop.budget import Layout, min_saturating_burst, plan_budget
+from harness.loop.budget import Layout, keep_rates, min_saturating_burst, plan_budget
 from harness.loop.run import LoopOptions, run_loop
 
 
@@ -25,7 +25,7 @@ def _plan(budget_s: float, *, fixed=frozenset(), elapsed_s=200.0):
     draining ~10 s each, two bursts of 20 requests at ~0.18 req/s."""
     default = Layout(later_windows=2, burst_requests=20, point_duration_s=50.0)
     return plan_budget(budget_s=budget_s, elapsed_s=elapsed_s, default=default, slots=4,
-                       later_window_s=lambda k: 170.0 * 2 / 3, point_s=lambda d: [d + 10.0 + 4.0] * 8,
+                       later_window_s=lambda k: 170.0 * 2 / 3, point_s=lambda d, rates: [d + 10.0 + 4.0] * 8,
                        bursts_s=lambda n: 2 * (n / 0.18 + 4.0), post_s=40.0, floor_duration_s=35.0, fixed=fixed)
 
 
@@ -109,6 +109,72 @@ def test_the_loop_plans_its_budget_after_the_first_window(tmp_path, monkeypatch)
 def test_the_note_reads_for_a_quick_loop():
     """One window and no bursts (--quick) read as such, not as '1 stage windows, capacity bursts of 0 requests'."""
     p = plan_budget(budget_s=180.0, elapsed_s=110.0, default=Layout(0, 0, 8.0), slots=4, later_window_s=lambda k: 0.0,
-                    point_s=lambda d: [2 * d + 4.0] * 8, bursts_s=lambda n: 0.0, post_s=10.0, floor_duration_s=5.6)
+                    point_s=lambda d, rates: [2 * d + 4.0] * 8, bursts_s=lambda n: 0.0, post_s=10.0, floor_duration_s=5.6)
     assert p.planned == Layout(0, 0, 6.0) and p.over_s > 0
     assert "(1 stage window, no capacity bursts, 8-s points)" in p.note() and "served points to 6 s" in p.note()
+
+
+def test_keep_rates_keeps_the_highest_and_the_rest_evenly():
+    r = (0.2, 0.5, 0.8, 1.2)
+    assert keep_rates(r, 4) == r and keep_rates(r, 9) == r
+    assert keep_rates(r, 2) == (0.5, 1.2) and keep_rates(r, 1) == (1.2,)
+    assert keep_rates(r, 3) == (0.2, 0.8, 1.2)
+    assert keep_rates((1.2, 0.2, 0.5), 2) == (0.5, 1.2)  # sorted first
+    assert keep_rates((0.1, 0.2, 0.3, 0.4, 0.5, 1.2), 3) == (0.2, 0.4, 1.2)
+
+
+def _quick_plan(budget_s: float, *, min_rates=2, fixed=frozenset()):
+    """--quick on Gemma at the AMD host (2026-12-04 18:07): the plan made 112 s in, 8 points of which the overloaded
+    ones drain a full point length, the others about 3 s."""
+    rates = (0.2, 0.5, 0.8, 1.2)
+
+    def point_s(d, keep):
+        return [(2 * d if f >= 1 else d + 3.0) + 4.0 for f in rates for _ in range(2) if f in keep]
+
+    return plan_budget(budget_s=budget_s, elapsed_s=112.0, default=Layout(0, 0, 8.0, rates), slots=4,
+                       later_window_s=lambda k: 0.0, point_s=point_s, bursts_s=lambda n: 0.0, post_s=10.0,
+                       floor_duration_s=5.6, fixed=fixed, min_rates=min_rates)
+
+
+def test_quick_cuts_the_rates_after_the_duration_and_lengthens_the_points_again():
+    # 8 points at the 6-s floor: 112 + 2 x (3 x 13 + 16) + 10 = 232 s; 2 a mix at d s: 112 + 2 x (d + 7 + 2 d + 4) + 10
+    p = _quick_plan(190.0)
+    assert p.planned.rate_fractions == (0.5, 1.2)
+    assert p.planned.point_duration_s == 7.0 and p.predicted_s == pytest.approx(186.0) and p.over_s == 0  # 8 s: 192
+    assert len(p.cuts) == 2 and "served points to 7 s" in p.cuts[0]
+    assert "served rates to 2 per mix (0.5, 1.2 of the predicted capacity; 4 by default, floor 2)" in p.cuts[1]
+    assert "4 rates per mix" in p.note()
+    p = _quick_plan(210.0)  # three a mix fit at 6 s: 112 + 2 x (13 + 13 + 16) + 10 = 206; at 7 s 214
+    assert p.planned.rate_fractions == (0.2, 0.8, 1.2) and p.planned.point_duration_s == 6.0
+    p = _quick_plan(200.0)  # two a mix at their default 8 s (192): only the rates are cut
+    assert p.planned == Layout(0, 0, 8.0, (0.5, 1.2)) and len(p.cuts) == 1 and "rates to 2" in p.cuts[0]
+    p = _quick_plan(400.0)
+    assert p.cuts == () and p.planned == p.default
+
+
+def test_rates_are_not_cut_below_the_floor_nor_when_given():
+    p = _quick_plan(120.0)  # nothing fits: the floor of 2 rates at the floor duration, and it says how far over
+    assert p.planned == Layout(0, 0, 6.0, (0.5, 1.2)) and p.over_s > 0 and "Still" in p.note()
+    p = _quick_plan(180.0, min_rates=None)  # the full loop keeps every rate
+    assert p.planned.rate_fractions == (0.2, 0.5, 0.8, 1.2) and p.planned.point_duration_s == 6.0
+    p = _quick_plan(180.0, fixed=frozenset({"rates"}))
+    assert p.planned.rate_fractions == (0.2, 0.5, 0.8, 1.2) and len(p.cuts) == 1
+    p = _quick_plan(180.0, fixed=frozenset({"points"}))  # the duration the user set stays, the rates are cut (192 s)
+    assert p.planned == Layout(0, 0, 8.0, (0.5, 1.2)) and len(p.cuts) == 1
+
+
+def test_a_later_window_is_predicted_without_the_first_windows_copy_cases(monkeypatch):
+    """Later windows repeat all but the prompt-cache copy cases: the estimate is (window 1 − its copy cases) × the
+    reps ratio (the 0.67 of the whole first window over-estimated later windows by 15-25 s each, 2026-12-04)."""
+    import harness.loop.run as run_mod
+    from harness.loop.windows import StageWindow
+
+    monkeypatch.setattr(run_mod, "_last_finish_s", lambda twin, art: 10.0)
+    opts = LoopOptions(time_budget_s=3600)  # 3 windows at reps 3, 2, 2
+    art = type("A", (), {"count": 1})()
+    state = {"work": [(i, (512, 64), f, 0.1, art) for i, f in enumerate(opts.rate_fractions)], "notes": [],
+             "windows": [StageWindow(0, 5.0, None, 60, 150.0, once_s=30.0)]}
+    settings: dict = {"capacity_requests": 0}
+    out = run_mod.fit_time_budget(state, opts, None, 4, 160.0, settings, None, lambda m: None)
+    assert out == opts  # nothing cut
+    assert settings["time_budget"]["phases_s"]["stage_windows_s"] == pytest.approx(2 * 120.0 * 2 / 3)

@@ -176,10 +176,18 @@ def test_without_probe_the_steps_are_unscaled(tmp_path, fixed_constants):
 
 def test_quick_takes_one_rep_of_each_side_measurement(tmp_path, fixed_constants):
     """--quick: the prompt beside decodes, its alone pair and each prompt-cache copy case once (LoopOptions.side_reps;
-    the full loop's two are checked in test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy)."""
+    the full loop's two are checked in test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy). The copy cases
+    only with --copy-cases: --quick leaves them out by default, and says so."""
+    from harness.loop.measure import COPY_PHASES
+
     model = write_random_gguf(tmp_path / "rand.gguf")
     r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path), progress=None)
-    assert r.status == "complete"
+    assert r.status == "complete" and r.twin["settings"]["prompt_cache_ram"]
+    assert not any(c.phase.startswith(COPY_PHASES) for c in r.checks)
+    assert r.twin["settings"]["prompt_save_s_per_prompt_token"] == 0.0 and r.stage_windows[0]["once_s"] == 0.0
+    assert any(n.startswith("the prompt cache's copy of a slot state was not measured (--quick") for n in r.notes)
+    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, copy_cases=True), progress=None)
+    assert r.status == "complete" and 0 < r.stage_windows[0]["once_s"] < r.stage_windows[0]["duration_s"]
     for kind in ("mixed@", "mixedalone@", "save@"):
         reps = [c.rep for c in r.checks if c.phase.startswith(kind)]
         assert reps and set(reps) == {0}, kind
