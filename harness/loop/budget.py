@@ -17,9 +17,11 @@ until the prediction fits the budget:
 Past the floors the loop runs anyway and says by how much it will be over. Every cut is a note in the report, and
 the end of the loop compares the plan with the time it took. What the phases are predicted from:
 
-- a later window: the first window's wall time less what only the first window measures (the prompt-cache copy
-  cases), × its reps ratio (`LoopOptions.window_reps`): later windows took 0.52-0.62 of the whole first window in four
-  runs on 2026-12-04 against the 0.67 the reps ratio alone gives (15-25 s over each); Gemma's copy cases take ~23 s;
+- a later window: the first window part by part (`later_window_s`): its prefills and short decodes × the reps ratio
+  (`LoopOptions.window_reps`), its long-context decodes × their own ratio (one fewer than the reps, at least one: 2 → 1
+  at the defaults), the prompts at other lengths and beside decodes as they were (their reps do not change), the
+  prompt-cache copy cases not at all (first window only). The whole first window × the reps ratio (0.67) over-estimated
+  later windows by 15-25 s each on 2026-12-04 (they took 0.51-0.62 of the first);
 - a served point: the twin's last finish for the point's own workload (the load generator stops when every request
   has a record), at least its span, plus `POINT_OVERHEAD_S` (settling the slots, fitting prompts to the tokenizer,
   starting the load generator);
@@ -40,6 +42,20 @@ POST_RESERVE_S, QUICK_POST_RESERVE_S = 40.0, 10.0
 POINT_FLOOR_FRACTION = 0.7  # a point is not cut below this × its default duration (its p50s hold too few requests)
 QUICK_MIN_RATES = 2  # --quick keeps at least the overloaded point and one below it per mix
 SATURATION_QUANTILE = 0.8  # the capacity estimator's upper completion percentile (harness.target.saturation)
+
+
+def later_window_s(phases_s: dict[str, float], first_s: float, reps_first: int, reps_later: int) -> float:
+    """Seconds of a later stage window predicted from the first window's parts (`phases_s`, measure_stage_window's
+    `spent`): prefill and short decodes scale with the reps, long-context decodes with max(1, reps − 1), the side
+    measurements stay, the copy cases go; time outside the named parts stays as it was. Without parts: the whole
+    first window × the reps ratio."""
+    r = reps_later / reps_first
+    if not phases_s:
+        return first_s * r
+    long_r = max(1, reps_later - 1) / max(1, reps_first - 1)
+    scaled = (phases_s.get("prefill_s", 0.0) + phases_s.get("decode_s", 0.0)) * r + phases_s.get("long_decode_s", 0.0) * long_r
+    rest = max(0.0, first_s - sum(phases_s.values()))
+    return scaled + phases_s.get("side_s", 0.0) + rest
 
 
 def keep_rates(rates: Sequence[float], k: int) -> tuple[float, ...]:

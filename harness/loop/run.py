@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 from harness.errors import HarnessError
 from harness.loop.budget import (FULL_BUDGET_S, POINT_FLOOR_FRACTION, POINT_OVERHEAD_S, POST_RESERVE_S, QUICK_BUDGET_S,
-                                 QUICK_MIN_RATES, QUICK_POST_RESERVE_S, Layout, plan_budget)
+                                 QUICK_MIN_RATES, QUICK_POST_RESERVE_S, Layout, later_window_s, plan_budget)
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
 from harness.loop.compare import (CONDITION_STEP_PCT, MEASURED_MEDIAN_CONFIDENCE, TARGETS_PCT, ServedComparison, band_summary,
                                   compare, compare_capacity, compare_capacity_burst, compare_served, condition_summary,
@@ -339,7 +339,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                                                  alive=lambda: _alive(eng, proc), measured=state["measured"], checks=state["checks"],
                                                  spent=spent)
                     state["windows"] = [StageWindow(0, t_w0 - t_start, None, len(cs), time.perf_counter() - t_w0,
-                                                    once_s=spent.get("copy_cases_s", 0.0))]
+                                                    once_s=spent.get("copy_cases_s", 0.0), phases_s=dict(spent))]
                     if sched.prompt_cache_ram and opts.served and not opts.measure_copy_cases:
                         state["notes"].append("the prompt cache's copy of a slot state was not measured (--quick; --copy-cases "
                                               "measures it): the twin has no copy term, and its request overhead is read from "
@@ -431,10 +431,20 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
     """One stage window: the isolated prefill, the decode at each batch, the prompts at the served mixes' other lengths,
     the prompt-cache copy (when the engine keeps one, first window only, `LoopOptions.measure_copy_cases`) and the
     long-context decode; (stage measurements, request checks labelled `window`). Given lists are extended as each part
-    is measured (a failure midway keeps what was); `spent["copy_cases_s"]` gets the seconds the copy cases took."""
+    is measured (a failure midway keeps what was). `spent` gets the seconds each part took (the time budget's estimate
+    of a later window, harness.loop.budget.later_window_s): "prefill_s", "decode_s" (the short-context decodes),
+    "long_decode_s", "side_s" (the prompts at other lengths and beside decodes) and "copy_cases_s"."""
     measured = [] if measured is None else measured
     checks = [] if checks is None else checks
     n0, k0 = len(measured), len(checks)
+    spent = {} if spent is None else spent
+    t_part = time.perf_counter()
+
+    def took(part: str) -> None:
+        nonlocal t_part
+        now = time.perf_counter()
+        spent[part] = spent.get(part, 0.0) + now - t_part
+        t_part = now
 
     def keep(cs: Sequence[Any]) -> None:
         checks.extend(replace(c, window=window) for c in cs)
@@ -443,6 +453,7 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
     ms, cs = measure_prefill(url, served_name, opts.prompt_tokens, vocab, reps, pid, threads)
     measured += ms
     keep(cs)
+    took("prefill_s")
     top = max(opts.batches)
     n_long = max(1, reps - 1)
 
@@ -456,9 +467,11 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
         def after(rep: int) -> None:
             if rep < n_long:
                 alive()
+                took("decode_s")
                 _, lc = measure_decode(url, served_name, bsz, opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS, vocab, 1, pid,
                                        threads, phase="longdecode", rep0=rep)
                 keep(lc)
+                took("long_decode_s")
         return after
 
     for bsz in opts.batches:
@@ -467,6 +480,7 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
                                after_rep=long_decode(bsz) if bsz in (1, top) else None)
         measured.append(m)
         keep(cs)
+    took("decode_s")
     more = sorted({m[0] for m in opts.mixes} - {opts.prompt_tokens, opts.decode_prompt_tokens}) if opts.served else []
     if more:  # the prefill correction's knots at the served prompt lengths the stages did not run
         alive()
@@ -476,15 +490,14 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
         cases = mixed_cases(checks[k0:], sorted({m[0] for m in opts.mixes}), mixed_batches(sched.slots), opts.decode_prompt_tokens,
                             sched.n_ctx_slot, 4 * opts.output_tokens)
         keep(measure_mixed_prompts(url, served_name, cases, vocab, opts.side_reps, opts.decode_prompt_tokens))
+    took("side_s")
     if sched.prompt_cache_ram and window == 0 and opts.measure_copy_cases:  # the host-RAM prompt cache's copy of a slot,
         # at the served mixes' shapes (window 0 only, later windows reuse it, windows.window_checks: Gemma's windows took
         # 39-45 s with it, 27-29 s without, 2026-12-02)
         alive()
-        t0 = time.perf_counter()
         cases = sorted({(opts.prompt_tokens, 1 + PREFILL_DECODE_TOKENS)} | ({tuple(m) for m in opts.mixes} if opts.served else set()))
         keep(measure_prompt_saves(url, served_name, cases, vocab, opts.side_reps, sched.slots))
-        if spent is not None:
-            spent["copy_cases_s"] = time.perf_counter() - t0
+        took("copy_cases_s")
     return measured[n0:], checks[k0:]
 
 
@@ -647,7 +660,11 @@ def fit_time_budget(state: dict[str, Any], opts: LoopOptions, twin: Any, slots: 
         return burst_cache[n]
 
     windows = state.get("windows") or []
-    w0_s = (windows[0].duration_s - windows[0].once_s) if windows else 0.0  # a later window repeats all but the copy cases
+    w0 = windows[0] if windows else None
+
+    def later_s(k: int) -> float:
+        return later_window_s(w0.phases_s, w0.duration_s, opts.window_reps(0), opts.window_reps(k)) if w0 else 0.0
+
     n_cap = settings.get("capacity_requests") or 0
     default = Layout(max(0, opts.n_windows - 1) if windows else 0, n_cap, D, tuple(opts.rate_fractions))
     fixed = frozenset(k for k, v in (("windows", opts.stage_windows), ("bursts", opts.capacity_requests),
@@ -655,7 +672,7 @@ def fit_time_budget(state: dict[str, Any], opts: LoopOptions, twin: Any, slots: 
     if tuple(opts.rate_fractions) != DEFAULT_RATE_FRACTIONS:
         fixed |= {"rates"}
     plan = plan_budget(budget_s=float(opts.budget_s or math.inf), elapsed_s=elapsed_s, default=default, slots=slots,
-                       later_window_s=lambda k: w0_s * opts.window_reps(k) / opts.window_reps(0), point_s=point_s,
+                       later_window_s=later_s, point_s=point_s,
                        bursts_s=bursts_s, post_s=QUICK_POST_RESERVE_S if opts.quick else POST_RESERVE_S,
                        floor_duration_s=POINT_FLOOR_FRACTION * D, fixed=fixed, min_rates=QUICK_MIN_RATES if opts.quick else None)
     settings["time_budget"] = plan.to_dict()

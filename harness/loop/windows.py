@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Sequence
 
 WINDOW_MODES = ("all", "bracketing", "first")  # the prediction, then the two comparisons the report shows
@@ -45,6 +45,7 @@ class StageWindow:
     requests: int
     duration_s: float
     once_s: float = 0.0  # of duration_s, what only the first window measures (the prompt-cache copy cases)
+    phases_s: dict[str, float] = field(default_factory=dict)  # seconds of each part (measure_stage_window's `spent`)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from harness.errors import HarnessError
-from harness.loop.budget import Layout, keep_rates, min_saturating_burst, plan_budget
+from harness.loop.budget import Layout, keep_rates, later_window_s, min_saturating_burst, plan_budget
 from harness.loop.run import LoopOptions, run_loop
 
 
@@ -163,18 +163,28 @@ def test_rates_are_not_cut_below_the_floor_nor_when_given():
     assert p.planned == Layout(0, 0, 8.0, (0.5, 1.2)) and len(p.cuts) == 1
 
 
-def test_a_later_window_is_predicted_without_the_first_windows_copy_cases(monkeypatch):
-    """Later windows repeat all but the prompt-cache copy cases: the estimate is (window 1 − its copy cases) × the
-    reps ratio (the 0.67 of the whole first window over-estimated later windows by 15-25 s each, 2026-12-04)."""
+def test_a_later_window_is_predicted_part_by_part():
+    """Prefill and short decodes × the reps ratio, long decodes × theirs, side measurements as they were, copy cases
+    dropped, the unnamed rest kept; without parts the whole window × the reps ratio."""
+    parts = {"prefill_s": 30.0, "decode_s": 60.0, "long_decode_s": 40.0, "side_s": 35.0, "copy_cases_s": 25.0}
+    # reps 3 -> 2: (30 + 60) x 2/3 + 40 x 1/2 + 35 + 10 (the rest of 200 s)
+    assert later_window_s(parts, 200.0, 3, 2) == pytest.approx(60 + 20 + 35 + 10)
+    assert later_window_s(parts, 190.0, 3, 3) == pytest.approx(90 + 40 + 35)  # same reps: all but the copy cases
+    assert later_window_s(parts, 190.0, 1, 1) == pytest.approx(165.0)  # --reps 1: one long decode each
+    assert later_window_s({}, 150.0, 3, 2) == pytest.approx(100.0)
+
+
+def test_the_loop_estimates_later_windows_from_the_first_windows_parts(monkeypatch):
     import harness.loop.run as run_mod
     from harness.loop.windows import StageWindow
 
     monkeypatch.setattr(run_mod, "_last_finish_s", lambda twin, art: 10.0)
     opts = LoopOptions(time_budget_s=3600)  # 3 windows at reps 3, 2, 2
     art = type("A", (), {"count": 1})()
+    parts = {"prefill_s": 30.0, "decode_s": 60.0, "long_decode_s": 40.0, "side_s": 35.0, "copy_cases_s": 25.0}
     state = {"work": [(i, (512, 64), f, 0.1, art) for i, f in enumerate(opts.rate_fractions)], "notes": [],
-             "windows": [StageWindow(0, 5.0, None, 60, 150.0, once_s=30.0)]}
+             "windows": [StageWindow(0, 5.0, None, 60, 200.0, once_s=25.0, phases_s=parts)]}
     settings: dict = {"capacity_requests": 0}
-    out = run_mod.fit_time_budget(state, opts, None, 4, 160.0, settings, None, lambda m: None)
+    out = run_mod.fit_time_budget(state, opts, None, 4, 210.0, settings, None, lambda m: None)
     assert out == opts  # nothing cut
-    assert settings["time_budget"]["phases_s"]["stage_windows_s"] == pytest.approx(2 * 120.0 * 2 / 3)
+    assert settings["time_budget"]["phases_s"]["stage_windows_s"] == pytest.approx(2 * 125.0)

@@ -187,7 +187,11 @@ def test_quick_takes_one_rep_of_each_side_measurement(tmp_path, fixed_constants)
     assert r.twin["settings"]["prompt_save_s_per_prompt_token"] == 0.0 and r.stage_windows[0]["once_s"] == 0.0
     assert any(n.startswith("the prompt cache's copy of a slot state was not measured (--quick") for n in r.notes)
     r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, copy_cases=True), progress=None)
-    assert r.status == "complete" and 0 < r.stage_windows[0]["once_s"] < r.stage_windows[0]["duration_s"]
+    w = r.stage_windows[0]
+    assert r.status == "complete" and 0 < w["once_s"] < w["duration_s"] and w["phases_s"]["copy_cases_s"] == w["once_s"]
+    # every part of the window timed, and together they are the window (less the calls between parts)
+    assert set(w["phases_s"]) == {"prefill_s", "decode_s", "long_decode_s", "side_s", "copy_cases_s"}
+    assert all(v > 0 for v in w["phases_s"].values()) and 0.9 * w["duration_s"] < sum(w["phases_s"].values()) <= w["duration_s"]
     for kind in ("mixed@", "mixedalone@", "save@"):
         reps = [c.rep for c in r.checks if c.phase.startswith(kind)]
         assert reps and set(reps) == {0}, kind
