@@ -85,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cpu: the loop's wall-time budget in minutes (default 15, 3 with --quick; 0 = none). After the first "
                              "stage window the rest is predicted and, to fit, cut in order: the later stage windows, the capacity "
                              "bursts, the served points' duration (never below 70 %% of its default), and with --quick the rates per mix "
-                             "(down to 2: the highest and one below); a value you set with --stage-windows, "
+                             "(down to 1 a mix: the highest, which gives the capacity); a value you set with --stage-windows, "
                              "--capacity-requests or --point-duration-s, or a --rates other than the default, is not cut")
     parser.add_argument("--copy-cases", action=argparse.BooleanOptionalAction, default=None,
                         help="cpu: measure the host-RAM prompt cache's copy of a slot state in the first stage window (default: "

@@ -40,7 +40,7 @@ FULL_BUDGET_S, QUICK_BUDGET_S = 15 * 60.0, 3 * 60.0  # issue 15's targets: the f
 POINT_OVERHEAD_S = 4.0  # settle_slots + tokenizer fit + the load generator's start, per point (3.5-5.7 s measured 2026-12-04 evening)
 POST_RESERVE_S, QUICK_POST_RESERVE_S = 40.0, 10.0
 POINT_FLOOR_FRACTION = 0.7  # a point is not cut below this × its default duration (its p50s hold too few requests)
-QUICK_MIN_RATES = 2  # --quick keeps at least the overloaded point and one below it per mix
+QUICK_MIN_RATES = 1  # --quick keeps at least the overloaded point per mix (two rates did not fit 3 min on a slow host: 3.1 min, 2026-12-04 21:48)
 SATURATION_QUANTILE = 0.8  # the capacity estimator's upper completion percentile (harness.target.saturation)
 
 

@@ -155,6 +155,9 @@ def test_quick_cuts_the_rates_after_the_duration_and_lengthens_the_points_again(
 def test_rates_are_not_cut_below_the_floor_nor_when_given():
     p = _quick_plan(120.0)  # nothing fits: the floor of 2 rates at the floor duration, and it says how far over
     assert p.planned == Layout(0, 0, 6.0, (0.5, 1.2)) and p.over_s > 0 and "Still" in p.note()
+    p = _quick_plan(120.0, min_rates=1)  # --quick's own floor: the overloaded point alone
+    assert p.planned == Layout(0, 0, 6.0, (1.2,)) and p.over_s > 0 and "rates to 1 per mix (1.2 of" in p.note()
+    assert _quick_plan(170.0, min_rates=1).planned == Layout(0, 0, 8.0, (1.2,))  # 112 + 2 x 20 + 10 = 162 s; two a mix: 180
     p = _quick_plan(180.0, min_rates=None)  # the full loop keeps every rate
     assert p.planned.rate_fractions == (0.2, 0.5, 0.8, 1.2) and p.planned.point_duration_s == 6.0
     p = _quick_plan(180.0, fixed=frozenset({"rates"}))
