@@ -339,10 +339,10 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                                                  alive=lambda: _alive(eng, proc), measured=state["measured"], checks=state["checks"],
                                                  spent=spent)
                     state["windows"] = [StageWindow(0, t_w0 - t_start, None, len(cs), time.perf_counter() - t_w0,
-                                                    once_s=spent.get("copy_cases_s", 0.0), phases_s=dict(spent))]
-                    if sched.prompt_cache_ram and opts.served and not opts.measure_copy_cases:
-                        state["notes"].append("the prompt cache's copy of a slot state was not measured (--quick; --copy-cases "
-                                              "measures it): the twin has no copy term, and its request overhead is read from "
+                                                    phases_s=dict(spent))]
+                    if sched.prompt_cache_ram and not opts.measure_copy_cases:
+                        state["notes"].append("the prompt cache's copy of a slot state was not measured (--quick or "
+                                              "--no-copy-cases; --copy-cases measures it): the twin has no copy term, and its request overhead is read from "
                                               "the isolated prefills, which include the copy of the request before them")
                         say(state["notes"][-1])
                     if writer:

@@ -44,7 +44,6 @@ class StageWindow:
     after_point: int | None
     requests: int
     duration_s: float
-    once_s: float = 0.0  # of duration_s, what only the first window measures (the prompt-cache copy cases)
     phases_s: dict[str, float] = field(default_factory=dict)  # seconds of each part (measure_stage_window's `spent`)
 
     def to_dict(self) -> dict[str, Any]:

@@ -186,8 +186,22 @@ def test_the_loop_estimates_later_windows_from_the_first_windows_parts(monkeypat
     art = type("A", (), {"count": 1})()
     parts = {"prefill_s": 30.0, "decode_s": 60.0, "long_decode_s": 40.0, "side_s": 35.0, "copy_cases_s": 25.0}
     state = {"work": [(i, (512, 64), f, 0.1, art) for i, f in enumerate(opts.rate_fractions)], "notes": [],
-             "windows": [StageWindow(0, 5.0, None, 60, 200.0, once_s=25.0, phases_s=parts)]}
+             "windows": [StageWindow(0, 5.0, None, 60, 200.0, phases_s=parts)]}
     settings: dict = {"capacity_requests": 0}
     out = run_mod.fit_time_budget(state, opts, None, 4, 210.0, settings, None, lambda m: None)
     assert out == opts  # nothing cut
     assert settings["time_budget"]["phases_s"]["stage_windows_s"] == pytest.approx(2 * 125.0)
+
+
+def test_the_copy_cases_flag_reaches_the_loop_and_the_gpu_loop_refuses_it(monkeypatch, capsys):
+    import harness.loop.run as run_mod
+    from harness.cli import main
+
+    seen = []
+    monkeypatch.setattr(run_mod, "run_loop", lambda opts: seen.append(opts) or (_ for _ in ()).throw(HarnessError("stop here")))
+    for flags, quick, want in (([], False, True), (["--quick"], True, False), (["--quick", "--copy-cases"], True, True),
+                               (["--no-copy-cases"], False, False)):
+        assert main(["loop", "cpu", "--no-store", *flags]) != 0
+        assert seen[-1].quick is quick and seen[-1].measure_copy_cases is want
+    assert main(["loop", "gpu", "--config", "vllm-qwen3-8b", "--gpu", "h100-sxm", "--no-copy-cases"]) != 0
+    assert "--copy-cases are for `harness loop cpu`" in capsys.readouterr().err
