@@ -168,7 +168,7 @@ def plan_budget(*, budget_s: float, elapsed_s: float, default: Layout, slots: in
 
     cut_duration = t > budget_s and lay.point_duration_s > floor_duration_s and "points" not in fixed
     if cut_duration:
-        lay = replace(lay, point_duration_s=min(lay.point_duration_s, longest_fitting(lay)))
+        lay = replace(lay, point_duration_s=longest_fitting(lay))  # the duration is still the default here
         t, ph = total(lay)
     k_min = len(default.rate_fractions) if min_rates is None else max(1, min_rates)
     if t > budget_s and len(lay.rate_fractions) > k_min and "rates" not in fixed:

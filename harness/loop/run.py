@@ -94,7 +94,8 @@ class LoopOptions:
     # the loop's wall-time budget (harness.loop.budget): None = 15 min (3 with --quick), 0 = none (run the defaults)
     time_budget_s: float | None = None
     # the host-RAM prompt cache's copy cases in the first stage window (None: measured, but not with --quick: on Gemma
-    # they take ~23 s of the quick loop's 100-s window for a term of 10-40 ms a request, 0.3-2 % of a TTFT)
+    # they take ~23 s of the quick loop's 100-s window for a term of 0.5-16 ms a request in that
+    # run, 18:07, and 38-71 ms on 2026-12-02: at most 2 % of a 512-token TTFT of 3.5 s)
     copy_cases: bool | None = None
     seed: int = 0
     results_dir: str | None = "results"
@@ -635,7 +636,7 @@ def _last_finish_s(twin: Any, art: Any) -> float:
 def fit_time_budget(state: dict[str, Any], opts: LoopOptions, twin: Any, slots: int, elapsed_s: float, settings: dict[str, Any],
                     writer: Any, say: ProgressFn) -> LoopOptions:
     """Plan the rest of the loop to `opts.budget_s` (harness.loop.budget) after the first stage window: the options
-    with the cut layout; when the bursts or the points' duration change, the points are set and predicted anew
+    with the cut layout; when the bursts, the points' duration or the rates change, the points are set and predicted anew
     (still from the corrected twin alone). The plan goes into settings["time_budget"] and the notes."""
     D, reps = opts.duration_s, opts.repeats
     finishes = [(f, _last_finish_s(twin, art)) for _, _, f, _, art in state["work"]]
