@@ -90,6 +90,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--copy-cases", action=argparse.BooleanOptionalAction, default=None,
                         help="cpu: measure the host-RAM prompt cache's copy of a slot state in the first stage window (default: "
                              "yes, no with --quick, where it took ~23 of Gemma's 100-s window for a term of 0.5-16 ms a request that run, 38-71 ms on 2026-12-02)")
+    parser.add_argument("--sentinel", action=argparse.BooleanOptionalAction, default=None,
+                        help="cpu: run the host sentinel beside the engine (default: yes): a separate process reads 64 MiB every "
+                             "0.5 s and times it on its own CPU clock; each point is predicted again with every step time × its "
+                             "speed during the point over the stage windows' (held out: host telemetry, no served data), shown "
+                             "beside the verdict")
     parser.add_argument("--seed", type=int, default=0, help="workload seed (arrivals and prompts; the twin replays the same)")
     parser.add_argument("--no-stages", action="store_true", help="skip the isolated prefill/decode measurements")
     parser.add_argument("--no-served", action="store_true", help="skip the served-load points")
@@ -133,7 +138,7 @@ def _cpu(args: argparse.Namespace):
         rate_fractions=_fractions(args.rates), point_duration_s=args.point_duration_s, seed=args.seed,
         capacity_requests=args.capacity_requests, probe=args.probe, repeats=args.repeats,
         time_budget_s=None if args.time_budget_min is None else args.time_budget_min * 60.0, copy_cases=args.copy_cases,
-        stage_windows=args.stage_windows, results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
+        sentinel=args.sentinel is not False, stage_windows=args.stage_windows, results_dir=None if args.no_store else args.results, log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
     )
     return run_loop(opts)
 
@@ -142,8 +147,8 @@ def _gpu(args: argparse.Namespace):
     from harness.loop.gpu import GpuLoopOptions, run_gpu_loop  # noqa: PLC0415
 
     if (args.repeats != 1 or args.probe or args.stage_windows is not None or args.time_budget_min is not None
-            or args.copy_cases is not None):
-        raise HarnessError("--repeats, --probe, --stage-windows, --time-budget-min and --copy-cases are for `harness loop cpu`; the GPU loop "
+            or args.copy_cases is not None or args.sentinel is not None):
+        raise HarnessError("--repeats, --probe, --stage-windows, --time-budget-min, --copy-cases and --sentinel are for `harness loop cpu`; the GPU loop "
                            "measures each point once.")
     if args.capacity_requests is not None:
         raise HarnessError("--capacity-requests is for `harness loop cpu`; the GPU loop reads capacity from its overloaded point.")

@@ -117,6 +117,8 @@ class ServedComparison:
     meas_lo: float | None = None  # the distribution-free 95 % interval of the measured median (MEASURED_MEDIAN_CONFIDENCE;
     meas_hi: float | None = None  # harness.compare.stats.median_interval): how far the point's own sample pins its p50
     meas_n: int | None = None  # how many requests that interval was taken over
+    sentinel_scale: float | None = None  # the host sentinel's CPU time per read during the point over the stage windows'
+    at_sentinel: float | None = None  # (harness.telemetry.sentinel) and the same twin's figure with every step × it
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,6 +139,16 @@ class ServedComparison:
         if self.at_speed is None or self.measured is None or not self.measured or self.target_pct is None:
             return None
         return bool(abs(self.at_speed / self.measured - 1) * 100.0 <= self.target_pct)
+
+    @property
+    def met_at_sentinel(self) -> bool | None:
+        """The twin at the host sentinel's speed for the point is within target of the measurement (None: no sentinel
+        speed, no target, or nothing measured). Held out: the sentinel is host telemetry (a memory-bound read timed on
+        its own CPU clock, beside the engine), no served measurement enters it; reported beside the verdict, which
+        counts the windows' prediction alone."""
+        if self.at_sentinel is None or self.measured is None or not self.measured or self.target_pct is None:
+            return None
+        return bool(abs(self.at_sentinel / self.measured - 1) * 100.0 <= self.target_pct)
 
     @property
     def measured_precise(self) -> bool | None:
@@ -326,14 +338,17 @@ class SpeedSummary:
         return asdict(self)
 
 
-def speed_summary(rows: list[ServedComparison]) -> SpeedSummary | None:
-    """None when no judged row has a fitted speed."""
-    judged = [r for r in rows if r.met is not None and r.met_at_speed is not None and r.speed_scale is not None]
+def speed_summary(rows: list[ServedComparison], source: str = "speed") -> SpeedSummary | None:
+    """None when no judged row has a speed from `source`: "speed", fitted on each point's own requests
+    (met_at_speed), or "sentinel", the host sentinel's (met_at_sentinel)."""
+    scale_of, met_of = ((lambda r: r.speed_scale), (lambda r: r.met_at_speed)) if source == "speed" else \
+        ((lambda r: r.sentinel_scale), (lambda r: r.met_at_sentinel))
+    judged = [r for r in rows if r.met is not None and met_of(r) is not None and scale_of(r) is not None]
     if not judged:
         return None
     miss = [r for r in judged if not r.met]
-    scales = [r.speed_scale for r in judged]
-    return SpeedSummary(len(judged), sum(1 for r in judged if r.met_at_speed), len(miss), sum(1 for r in miss if r.met_at_speed),
+    scales = [scale_of(r) for r in judged]
+    return SpeedSummary(len(judged), sum(1 for r in judged if met_of(r)), len(miss), sum(1 for r in miss if met_of(r)),
                         min(scales), max(scales))
 
 

@@ -227,6 +227,13 @@ def _speed(c: Any) -> str:
     return f"×{c.speed_scale:.3f}: {_v(c.metric, c.at_speed)}" + ("" if ok is None else " ✓" if ok else " ✗")
 
 
+def _sentinel(c: Any) -> str:
+    if c.at_sentinel is None or c.sentinel_scale is None:
+        return "—"
+    ok = c.met_at_sentinel
+    return f"×{c.sentinel_scale:.3f}: {_v(c.metric, c.at_sentinel)}" + ("" if ok is None else " ✓" if ok else " ✗")
+
+
 def _served(r: LoopReport) -> list[str]:
     """The served-load tables: capacity per mix, then every point's predicted vs measured figures."""
     if not r.served:
@@ -253,14 +260,16 @@ def _served(r: LoopReport) -> list[str]:
     banded = any(c.band_lo is not None for c in r.served_comparisons)
     conditioned = any(c.cond_lo is not None for c in r.served_comparisons)
     sped = any(c.at_speed is not None for c in r.served_comparisons)
+    sent = any(c.at_sentinel is not None for c in r.served_comparisons)
     spanned = any(c.meas_lo is not None for c in r.served_comparisons)
     lines += ["| mix | rate | × capacity | n | held-out | metric | predicted | measured | error | target | "
               + (f"measured median, {MEASURED_MEDIAN_CONFIDENCE:.0%} interval | " if spanned else "")
               + ("single windows' predictions (measured within target of them?) | " if banded else "")
               + (f"twin at ±{CONDITION_STEP_PCT:g} % step time | " if conditioned else "")
+              + ("twin at the host sentinel's speed (held out: host telemetry, no served data) | " if sent else "")
               + ("twin at the point's own speed (diagnostic, not held out) | " if sped else "") + "engine CPU share |",
               "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if spanned else "") + ("---|" if banded else "")
-              + ("---|" if conditioned else "") + ("---|" if sped else "") + "---|"]
+              + ("---|" if conditioned else "") + ("---|" if sent else "") + ("---|" if sped else "") + "---|"]
     n_by = {(p.mix, p.point): p.requests for p in r.served}
     for c in r.served_comparisons:
         err = "—" if c.error_pct is None else f"{c.error_pct:+.1f}%"
@@ -274,6 +283,7 @@ def _served(r: LoopReport) -> list[str]:
                      f"{'yes' if c.held_out else 'no (fit)'} | {c.metric} | {_v(c.metric, c.predicted)} | {_v(c.metric, c.measured)} | "
                      f"{err} | {tgt} | " + (f"{_meas_interval(c)} | " if spanned else "") + (f"{_band(c)} | " if banded else "")
                      + (f"{_cond(c) if c.target_pct is not None else '—'} | " if conditioned else "")
+                     + (f"{_sentinel(c) if c.target_pct is not None else '—'} | " if sent else "")
                      + (f"{_speed(c) if c.target_pct is not None else '—'} | " if sped else "") + f"{share} |")
     seen: set[tuple[str, int]] = set()
     for c in r.served_comparisons:
@@ -302,6 +312,12 @@ def _served(r: LoopReport) -> list[str]:
             lines += [f"- conditioning: of the {cs.misses} outside target, {cs.ill_conditioned_misses} are ill-conditioned (±{CONDITION_STEP_PCT:g} % "
                       f"of every step time moves the twin's own prediction past the target); the well-conditioned judged figures: "
                       f"{cs.well_conditioned_met} of {cs.well_conditioned_judged} within target"]
+        sn = speed_summary(list(r.served_comparisons), source="sentinel")
+        if sn is not None:
+            lines += [f"- host sentinel (held out: a memory-bound read timed on its own CPU clock beside the engine, no served "
+                      f"data): with every step time × the sentinel's speed during each point over the stage windows' "
+                      f"(×{sn.scale_lo:.3f} … ×{sn.scale_hi:.3f}), {sn.met_at_speed} of {sn.judged} judged figures within "
+                      f"target; of the {sn.misses} outside as predicted, {sn.misses_met_at_speed} are within it there"]
         ss = speed_summary(list(r.served_comparisons))
         if ss is not None:
             lines += [f"- host speed (a diagnostic, not held out): with each point's own speed fitted on its requests' E2E "

@@ -39,6 +39,7 @@ from harness.loop.measure import (MIXED_PROMPT_SLOT, PREFILL_DECODE_TOKENS, SAVE
 from harness.loop.predict import predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
 from harness.loop.speed import SPEED_SCALE_BOUNDS, fit_speed, step_scaled
+from harness.telemetry.sentinel import SENTINEL_BYTES, SENTINEL_PERIOD_S, HostSentinel, speed_ratio
 from harness.loop.windows import (WINDOW_MODES, StageWindow, combine, correction_summary, summarise, window_checks, window_points,
                                   windows_for)
 
@@ -97,6 +98,9 @@ class LoopOptions:
     # they take ~23 s of the quick loop's 100-s window for a term of 0.5-16 ms a request in that
     # run, 18:07, and 38-71 ms on 2026-12-02: at most 2 % of a 512-token TTFT of 3.5 s)
     copy_cases: bool | None = None
+    # the host sentinel (harness.telemetry.sentinel) beside the engine while it serves: a memory-bound read every 0.5 s
+    # timed on its own CPU clock; each point is predicted again with every step × its speed there over the windows'
+    sentinel: bool = True
     seed: int = 0
     results_dir: str | None = "results"
     log_dir: str | None = None
@@ -332,13 +336,18 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                 pid = proc.pid if proc else None
                 # warm-up: the first requests after load page weights in and size buffers
                 http.post_json(url + "/v1/completions", completion_body(served_name, token_prompt(min(opts.prompt_tokens, 64), 1, gm.spec.vocab_size), 2))
+                if opts.sentinel and opts.served and twin.engine == "llama.cpp":
+                    sentinel = HostSentinel(Path(writer.path) / "sentinel.txt" if writer else
+                                            Path(tempfile.mkdtemp(prefix="harness-loop-sentinel-")) / "sentinel.txt").start()
+                    state["sentinel"] = sentinel
                 if opts.stages:
                     say("measuring isolated stages (prefill, decode at each batch)"
                         + (f": window 1 of {opts.n_windows}" if opts.n_windows > 1 else ""))
-                    t_w0, spent = time.perf_counter(), {}
+                    t_w0, spent, wall0 = time.perf_counter(), {}, time.time()
                     _, cs = measure_stage_window(url, served_name, opts, gm.spec.vocab_size, sched, pid, threads,
                                                  alive=lambda: _alive(eng, proc), measured=state["measured"], checks=state["checks"],
                                                  spent=spent)
+                    state.setdefault("window_wall", []).append((wall0, time.time()))
                     state["windows"] = [StageWindow(0, t_w0 - t_start, None, len(cs), time.perf_counter() - t_w0,
                                                     phases_s=dict(spent))]
                     if sched.prompt_cache_ram and not opts.measure_copy_cases:
@@ -368,11 +377,12 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                 def after_point(pt: int) -> None:
                     if pt not in after:
                         return
-                    w, t0 = len(state["windows"]), time.perf_counter()
+                    w, t0, wall0 = len(state["windows"]), time.perf_counter(), time.time()
                     _alive(eng, proc)
                     say(f"stage window {w + 1} of {opts.n_windows}: the isolated stages again, after served point {pt + 1}")
                     _, cs = measure_stage_window(url, served_name, opts, gm.spec.vocab_size, sched, pid, threads,
                                                  alive=lambda: _alive(eng, proc), window=w, checks=state["checks"])
+                    state.setdefault("window_wall", []).append((wall0, time.time()))
                     state["windows"].append(StageWindow(w, t0 - t_start, pt, len(cs), time.perf_counter() - t0))
                     if writer:
                         writer.append("loop_requests", [c.to_dict() for c in cs])
@@ -387,6 +397,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                                  alive=lambda: _alive(eng, proc), fit_to_tokenizer=True, probe=probe, twin=twin,
                                  after_point=after_point, settle=settle)
             except BaseException:
+                _stop_sentinel(state)
                 # did the engine die by itself? (checked before the context manager stops it; a dying process
                 # resets its connections a moment before it can be reaped, so give it a second)
                 died = False
@@ -398,10 +409,12 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                         pass
                 state["engine_died"] = (eng, proc) if died else None
                 raise
+            _stop_sentinel(state)
         if len(state.get("windows") or ()) > 1:  # the engine is stopped: every point re-predicted from its windows
             windowed_predictions(state, opts, writer, say)
         conditioning(state, opts, say)
         host_speed(state, opts, say)
+        sentinel_speed(state, opts, say)
         measurement_precision(state, say)
     except (HarnessError, KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - keep the partial run, then re-raise
         err = f"{type(exc).__name__}: {exc}" if not isinstance(exc, HarnessError) else str(exc)
@@ -543,8 +556,10 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
                 path = save_artifact(WorkloadArtifact(art.name, rows, {**art.meta, "repeat": rep}), wd)
             if settle is not None:
                 settle()
+            wall0 = time.time()
             ms.append(measure_served(url, served_name, name, rate, str(path), duration_s, load_root, wd, pid, threads,
                                      request_timeout_s=max(120.0, 4 * duration_s), drain_limit_s=drain_limit_s))
+            state.setdefault("point_wall", {}).setdefault(pt, []).append((wall0, time.time()))
             alive()
             if writer:
                 writer.append("loop_served", [ms[-1].to_dict() | {"point": pt, "repeat": rep}])
@@ -740,8 +755,10 @@ def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration
         wait_s = 3.0 * art.count / cap + 60.0  # the last request waits for all before it
         if settle is not None:
             settle()
+        wall0 = time.time()
         m = measure_served(url, served_name, name, math.inf, str(path), 0.0, load_root, wd, pid, threads,
                            request_timeout_s=max(120.0, 4 * duration_s, wait_s))
+        state.setdefault("point_wall", {}).setdefault(pt, []).append((wall0, time.time()))
         alive()
         _refuse_unreachable(m, f"the {name} capacity burst", url)
         state.setdefault("capacity_measurements", {})[name] = (pt, art.count, m)
@@ -1445,6 +1462,80 @@ def host_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lambd
         say(state["notes"][-1])
 
 
+def _stop_sentinel(state: dict[str, Any]) -> None:
+    """Stop the host sentinel (if one runs) and keep its samples in state["sentinel_samples"]."""
+    sn: HostSentinel | None = state.pop("sentinel", None)
+    if sn is None:
+        return
+    sn.stop()
+    state["sentinel_samples"] = sn.samples()
+    state["sentinel_path"] = str(sn.path)
+    if sn.error:
+        state["notes"].append(sn.error)
+
+
+def sentinel_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lambda m: None) -> None:
+    """Each measured point and capacity burst predicted again by the twin that predicted it, with every step time × the
+    host sentinel's speed during the point (its median CPU time per read over the point's load runs) over its speed
+    during the stage windows that twin was corrected from (the median of each window's median: every window for the
+    combined twin, as `windows.combine` takes the median of the corrections; harness.telemetry.sentinel.speed_ratio).
+    Held out: the sentinel is host telemetry, no served measurement enters it; state["sentinel_speed"] →
+    ServedComparison.sentinel_scale / at_sentinel, a note, and a line beside the verdict (which it does not change).
+    llama.cpp twins only; a failure is a note, never fails the run."""
+    from harness.loop.predict import burst_capacity  # noqa: PLC0415
+    from harness.target.twin import predict_point, requests_from_rows  # noqa: PLC0415
+
+    samples, windows, walls = state.get("sentinel_samples") or [], state.get("window_wall") or [], state.get("point_wall") or {}
+    twin0 = state.get("twin")
+    if twin0 is None or twin0.engine != "llama.cpp" or not samples or not walls:
+        return
+    if not windows:
+        note = "host sentinel: no stage window to take its reference speed from (--no-stages); the points were not re-predicted"
+        state["notes"].append(note)
+        say(note)
+        return
+    arts = state.get("artifacts") or {}
+    out: dict[tuple[int, str], tuple[float, float]] = {}
+    per_point: dict[int, float] = {}
+    try:
+        for p in state["served"]:
+            spans = walls.get(p.point)
+            if p.point not in state["measurements"] or p.point not in arts or not spans:
+                continue
+            f = speed_ratio(samples, spans, windows)
+            if f is None:
+                continue
+            per_point[p.point] = f
+            figs = predict_point(step_scaled(_point_twin(state, p), f).make_scheduler, requests_from_rows(arts[p.point].rows),
+                                 rate_per_s=p.rate_per_s, span_s=opts.duration_s).to_dict()
+            out.update({(p.point, k): (f, figs[k]) for k in TARGETS_PCT if figs.get(k) is not None})
+        for name, (pt, _, _) in (state.get("capacity_measurements") or {}).items():
+            spans = walls.get(pt)
+            f = speed_ratio(samples, spans, windows) if spans else None
+            if f is not None:
+                per_point[pt] = f
+                out[(pt, "capacity_rps")] = (f, burst_capacity(step_scaled(_burst_twin(state, pt), f), _burst_sent(state, name))["requests_per_s"])
+    except Exception as exc:  # noqa: BLE001 - a diagnostic must not fail the run it describes
+        note = f"host sentinel: the points were not re-predicted ({type(exc).__name__}: {exc})"
+        state["notes"].append(note)
+        say(note)
+        return
+    state["sentinel_speed"] = out
+    state["sentinel_per_point"] = per_point
+    sn = speed_summary(served_rows(state), source="sentinel")
+    gbs = [SENTINEL_BYTES / s.cpu_s / 1e9 for s in samples]
+    state["notes"].append(
+        f"host sentinel (harness.telemetry.sentinel; held out: host telemetry, no served data): every {SENTINEL_PERIOD_S:g} s "
+        f"a separate process read {SENTINEL_BYTES / 2**20:.0f} MiB once and timed it on its own CPU clock, {len(samples)} "
+        f"samples ({statistics.median(gbs):.1f} GB/s in the median, {min(gbs):.1f}-{max(gbs):.1f}); each point predicted "
+        f"again with every step time × its median read time during the point over the stage windows' "
+        + (f"(×{min(per_point.values()):.3f} … ×{max(per_point.values()):.3f} over {len(per_point)} points)" if per_point else "(no point had enough samples)")
+        + (f": {sn.met_at_speed} of {sn.judged} judged figures within target there; of the {sn.misses} outside target "
+           f"as predicted, {sn.misses_met_at_speed} are within it (the column 'twin at the host sentinel's speed'; the "
+           "verdict counts the windows' prediction alone)" if sn is not None else ""))
+    say(state["notes"][-1])
+
+
 def measurement_precision(state: dict[str, Any], say: ProgressFn = lambda m: None) -> None:
     """A note on how tightly each point's own sample pins its judged medians (harness.loop.compare.precision_summary):
     a p50 over a handful of requests can move past the target when one request lands on the other side of a
@@ -1500,7 +1591,8 @@ def served_rows(state: dict[str, Any]) -> list[ServedComparison]:
     bands, cond = state.get("bands") or {}, state.get("conditioning") or {}
     rows = [replace(r, band_lo=b[0], band_hi=b[1]) if (b := bands.get((r.point, r.metric))) else r for r in rows]
     rows = [replace(r, cond_lo=c[0], cond_hi=c[1]) if (c := cond.get((r.point, r.metric))) else r for r in rows]
-    speed = state.get("speed") or {}
+    speed, sent = state.get("speed") or {}, state.get("sentinel_speed") or {}
+    rows = [replace(r, sentinel_scale=v[0], at_sentinel=v[1]) if (v := sent.get((r.point, r.metric))) else r for r in rows]
     return [replace(r, speed_scale=v[0], at_speed=v[1]) if (v := speed.get((r.point, r.metric))) else r for r in rows]
 
 

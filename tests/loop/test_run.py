@@ -174,6 +174,59 @@ def test_without_probe_the_steps_are_unscaled(tmp_path, fixed_constants):
     assert not any(n.startswith("host speed probe") for n in r.notes)
 
 
+def test_the_host_sentinel_runs_beside_the_engine_and_re_predicts_each_point(tmp_path, fixed_constants, monkeypatch):
+    """The sentinel runs from the first stage window to the last point (its samples kept in the run as sentinel.txt);
+    each point is predicted again by the twin that predicted it with every step × speed_ratio(its samples during the
+    point's load run, against the stage windows' spans): at ×1 exactly the prediction, at ×2 slower. Shown beside the
+    verdict, which it does not change; --no-sentinel runs none."""
+    import functools
+
+    import harness.loop.run as run_mod
+    from harness.telemetry.sentinel import HostSentinel, parse_samples, speed_ratio
+
+    monkeypatch.setattr(run_mod, "HostSentinel", functools.partial(HostSentinel, period_s=0.02, nbytes=1 << 18))
+    calls = []
+
+    def ratio(samples, spans, refs, factor):
+        calls.append((samples, list(spans), list(refs)))
+        assert speed_ratio(samples, spans, refs) is not None, "enough samples in the point and the window"
+        return factor
+
+    model = write_random_gguf(tmp_path / "rand.gguf")
+    cfg = config(tmp_path, model, fake_binary(tmp_path))
+    monkeypatch.setattr(run_mod, "speed_ratio", functools.partial(ratio, factor=1.0))
+    r1 = run_loop(quick_opts(cfg, tmp_path, capacity_requests=10), progress=None)
+    assert r1.status == "complete"
+    written = parse_samples((Path(r1.run_dir) / "sentinel.txt").read_text())
+    assert len(written) >= 10
+    (w0, w1), = calls[0][2]  # one stage window with --quick: its span is the reference
+    for samples, spans, refs in calls:
+        (a, b), = spans  # one load run a point (no repeats)
+        assert refs == [(w0, w1)] and w1 <= a < b and samples == written
+    assert len(calls) == len(r1.served) + 1  # every point and the capacity burst
+    judged = [c for c in r1.served_comparisons if c.target_pct is not None]
+    assert {c.metric for c in judged} == {"ttft_p50_s", "tpot_p50_s", "capacity_rps"} and all(c.sentinel_scale == 1.0 and c.at_sentinel == pytest.approx(c.predicted) for c in judged)
+    md = render_markdown(r1)
+    assert "twin at the host sentinel's speed (held out: host telemetry, no served data)" in md
+    assert any(n.startswith("host sentinel (harness.telemetry.sentinel") for n in r1.notes)
+
+    calls.clear()
+    monkeypatch.setattr(run_mod, "speed_ratio", functools.partial(ratio, factor=2.0))
+    r2 = run_loop(quick_opts(cfg, tmp_path), progress=None)
+    slow = {(c.rate_fraction_of_capacity, c.metric): c for c in r2.served_comparisons if c.at_sentinel is not None}
+    assert all(c.sentinel_scale == 2.0 for c in slow.values())
+    # every step twice as long: TPOT about doubles; the light point's TTFT grows (the overloaded one's, over the
+    # requests --quick's cut lets finish in the twin, need not)
+    assert all(c.at_sentinel > 1.5 * c.predicted for (_, m), c in slow.items() if m == "tpot_p50_s")
+    assert slow[(0.3, "ttft_p50_s")].at_sentinel > 1.3 * slow[(0.3, "ttft_p50_s")].predicted
+    assert r2.verdict == run_mod.served_verdict(list(r2.served_comparisons))  # the verdict counts the prediction alone
+
+    calls.clear()
+    r3 = run_loop(quick_opts(cfg, tmp_path, sentinel=False), progress=None)
+    assert r3.status == "complete" and not calls and not (Path(r3.run_dir) / "sentinel.txt").exists()
+    assert all(c.at_sentinel is None for c in r3.served_comparisons) and "host sentinel" not in render_markdown(r3)
+
+
 def test_quick_takes_one_rep_of_each_side_measurement(tmp_path, fixed_constants):
     """--quick: the prompt beside decodes, its alone pair and each prompt-cache copy case once (LoopOptions.side_reps;
     the full loop's two are checked in test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy). The copy cases
