@@ -39,7 +39,7 @@ from harness.loop.measure import (MIXED_PROMPT_SLOT, PREFILL_DECODE_TOKENS, SAVE
 from harness.loop.predict import predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
 from harness.loop.speed import SPEED_SCALE_BOUNDS, fit_speed, step_scaled
-from harness.telemetry.sentinel import SENTINEL_BYTES, SENTINEL_PERIOD_S, HostSentinel, speed_ratio
+from harness.telemetry.sentinel import SENTINEL_BYTES, SENTINEL_PERIOD_S, BUSY_FRACTION, HostSentinel, busy, speed_ratio
 from harness.loop.windows import (WINDOW_MODES, StageWindow, combine, correction_summary, summarise, window_checks, window_points,
                                   windows_for)
 
@@ -338,8 +338,8 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                 http.post_json(url + "/v1/completions", completion_body(served_name, token_prompt(min(opts.prompt_tokens, 64), 1, gm.spec.vocab_size), 2))
                 if opts.sentinel and opts.served and twin.engine == "llama.cpp":
                     sentinel = HostSentinel(Path(writer.path) / "sentinel.txt" if writer else
-                                            Path(tempfile.mkdtemp(prefix="harness-loop-sentinel-")) / "sentinel.txt").start()
-                    state["sentinel"] = sentinel
+                                            Path(tempfile.mkdtemp(prefix="harness-loop-sentinel-")) / "sentinel.txt", pid=pid).start()
+                    state["sentinel"], state["sentinel_threads"] = sentinel, threads
                 if opts.stages:
                     say("measuring isolated stages (prefill, decode at each batch)"
                         + (f": window 1 of {opts.n_windows}" if opts.n_windows > 1 else ""))
@@ -1497,6 +1497,9 @@ def sentinel_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = l
     arts = state.get("artifacts") or {}
     out: dict[tuple[int, str], tuple[float, float]] = {}
     per_point: dict[int, float] = {}
+    all_samples = samples
+    if all(x.engine_cpu_per_s is not None for x in samples):  # like with like: the engine busy beside every read compared
+        samples = busy(samples, BUSY_FRACTION * (state.get("sentinel_threads") or 1))
     try:
         for p in state["served"]:
             spans = walls.get(p.point)
@@ -1523,11 +1526,13 @@ def sentinel_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = l
     state["sentinel_speed"] = out
     state["sentinel_per_point"] = per_point
     sn = speed_summary(served_rows(state), source="sentinel")
-    gbs = [SENTINEL_BYTES / s.cpu_s / 1e9 for s in samples]
+    gbs = [SENTINEL_BYTES / s.cpu_s / 1e9 for s in samples] or [math.nan]
     state["notes"].append(
         f"host sentinel (harness.telemetry.sentinel; held out: host telemetry, no served data): every {SENTINEL_PERIOD_S:g} s "
-        f"a separate process read {SENTINEL_BYTES / 2**20:.0f} MiB once and timed it on its own CPU clock, {len(samples)} "
-        f"samples ({statistics.median(gbs):.1f} GB/s in the median, {min(gbs):.1f}-{max(gbs):.1f}); each point predicted "
+        f"a separate process read {SENTINEL_BYTES / 2**20:.0f} MiB once and timed it on its own CPU clock, {len(all_samples)} "
+        f"samples, {len(samples)} of them while the engine used ≥ {BUSY_FRACTION:.0%} of its "
+        f"{state.get('sentinel_threads') or 1} threads, the ones compared ({statistics.median(gbs):.1f} GB/s in the median, "
+        f"{min(gbs):.1f}-{max(gbs):.1f}); each point predicted "
         f"again with every step time × its median read time during the point over the stage windows' "
         + (f"(×{min(per_point.values()):.3f} … ×{max(per_point.values()):.3f} over {len(per_point)} points)" if per_point else "(no point had enough samples)")
         + (f": {sn.met_at_speed} of {sn.judged} judged figures within target there; of the {sn.misses} outside target "

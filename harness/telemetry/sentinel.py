@@ -36,12 +36,14 @@ SENTINEL_BYTES = 64 * 2**20  # read per sample: far beyond the L3 of the hosts i
 SENTINEL_PERIOD_S = 0.5
 SENTINEL_NICE = 10
 MIN_SAMPLES = 3  # an interval with fewer samples has no sentinel speed
+BUSY_FRACTION = 0.9  # the loop compares samples taken while the engine used at least this share of its threads
 
 
 @dataclass(frozen=True)
 class SentinelSample:
     wall_s: float  # time.time() at the end of the read
     cpu_s: float  # the reading thread's CPU time for one read of SENTINEL_BYTES
+    engine_cpu_per_s: float | None = None  # the watched engine's CPU seconds per wall second since the previous sample
 
     @property
     def gb_per_s(self) -> float:
@@ -50,19 +52,29 @@ class SentinelSample:
 
 
 def parse_samples(text: str) -> list[SentinelSample]:
-    """Lines `wall_s cpu_s`; a torn last line (the process stopped mid-write) and blank lines are skipped."""
+    """Lines `wall_s cpu_s [engine_cpu_per_s]` (the third with --pid; `-` when unreadable); a torn last line (the
+    process stopped mid-write) and blank lines are skipped."""
     out = []
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) != 2:
+        if len(parts) not in (2, 3):
             continue
         try:
             w, c = float(parts[0]), float(parts[1])
+            e = float(parts[2]) if len(parts) == 3 and parts[2] != "-" else None
         except ValueError:
             continue
         if c > 0:
-            out.append(SentinelSample(w, c))
+            out.append(SentinelSample(w, c, e))
     return out
+
+
+def busy(samples: Sequence[SentinelSample], min_engine_cpu_per_s: float) -> list[SentinelSample]:
+    """The samples taken while the engine used at least `min_engine_cpu_per_s` CPU seconds a second. The sentinel's
+    read time depends on what the engine does beside it (2026-12-05 00:02, second model: 8.5 ms a read with the engine
+    idle, 7.3 ms with it decoding at batch 4), and stage windows and served points keep it busy for different shares
+    of their time, so the loop compares busy samples with busy samples."""
+    return [x for x in samples if x.engine_cpu_per_s is not None and x.engine_cpu_per_s >= min_engine_cpu_per_s]
 
 
 def interval_cpu_s(samples: Sequence[SentinelSample], spans: Sequence[tuple[float, float]],
@@ -89,8 +101,10 @@ class HostSentinel:
     """The sentinel process: `start()` launches it writing to `path`, `stop()` ends it, `samples()` reads what it wrote
     (also while it runs). A sentinel that fails to start leaves `error` set and no samples; it never fails the loop."""
 
-    def __init__(self, path: str | Path, period_s: float = SENTINEL_PERIOD_S, nbytes: int = SENTINEL_BYTES):
+    def __init__(self, path: str | Path, period_s: float = SENTINEL_PERIOD_S, nbytes: int = SENTINEL_BYTES,
+                 pid: int | None = None):
         self.path = Path(path)
+        self.pid = pid  # the engine whose CPU use each sample records beside its own read
         self.period_s = period_s
         self.nbytes = nbytes
         self.proc: subprocess.Popen[bytes] | None = None
@@ -102,7 +116,7 @@ class HostSentinel:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "harness.telemetry.sentinel", "--out", str(self.path), "--period-s", str(self.period_s),
-                 "--bytes", str(self.nbytes)],
+                 "--bytes", str(self.nbytes)] + (["--pid", str(self.pid)] if self.pid else []),
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1",
                                                                         "OPENBLAS_NUM_THREADS": "1"})
         except OSError as exc:
@@ -146,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--period-s", type=float, default=SENTINEL_PERIOD_S)
     ap.add_argument("--bytes", type=int, default=SENTINEL_BYTES)
     ap.add_argument("--duration-s", type=float, default=None, help="stop after this long (default: until terminated)")
+    ap.add_argument("--pid", type=int, default=None, help="an engine process whose CPU seconds per second each line records")
     a = ap.parse_args(argv)
     if a.period_s <= 0 or a.bytes < 4:
         ap.error(f"--period-s must be > 0 and --bytes >= 4 (got {a.period_s}, {a.bytes})")
@@ -154,13 +169,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError:
         pass
     buf = np.random.default_rng(0).random(a.bytes // 4, dtype=np.float32)
+    from harness.telemetry.proc import process_cpu_s  # noqa: PLC0415
+
     t_end = None if a.duration_s is None else time.time() + a.duration_s
+    prev = (time.perf_counter(), process_cpu_s(a.pid)) if a.pid else None
     with open(a.out, "a", buffering=1) as f:
         while t_end is None or time.time() < t_end:
             t0, c0 = time.perf_counter(), time.thread_time()
             buf.sum()
             c1 = time.thread_time()
-            f.write(f"{time.time():.6f} {c1 - c0:.9f}\n")
+            eng = ""
+            if prev is not None:
+                now = (time.perf_counter(), process_cpu_s(a.pid))
+                ok = now[1] is not None and prev[1] is not None and now[0] > prev[0]
+                eng = f" {(now[1] - prev[1]) / (now[0] - prev[0]):.4f}" if ok else " -"
+                prev = now
+            f.write(f"{time.time():.6f} {c1 - c0:.9f}{eng}\n")
             time.sleep(max(0.0, a.period_s - (time.perf_counter() - t0)))
     return 0
 

@@ -9,13 +9,19 @@ import time
 
 import pytest
 
-from harness.telemetry.sentinel import (SENTINEL_BYTES, HostSentinel, SentinelSample, interval_cpu_s, main, parse_samples,
-                                        speed_ratio)
+from harness.telemetry.sentinel import (SENTINEL_BYTES, HostSentinel, SentinelSample, busy, interval_cpu_s, main,
+                                        parse_samples, speed_ratio)
 
 
 def test_parse_samples_skips_torn_and_blank_lines():
     text = "100.0 0.006\n\n100.5 0.007\n101.0 0.00\n101.5 abc\n102.0 0.0065\n102.5 0.00"  # the last one torn mid-write
     assert parse_samples(text) == [SentinelSample(100.0, 0.006), SentinelSample(100.5, 0.007), SentinelSample(102.0, 0.0065)]
+
+
+def test_the_engine_column_is_read_and_filters_busy_samples():
+    got = parse_samples("1.0 0.006 1.95\n1.5 0.007 -\n2.0 0.008 0.40\n2.5 0.009 1.80\n")
+    assert [x.engine_cpu_per_s for x in got] == [1.95, None, 0.40, 1.80]
+    assert [x.wall_s for x in busy(got, 1.8)] == [1.0, 2.5]  # unknown engine use is never counted busy
 
 
 def test_a_sample_states_the_rate_it_counted():
@@ -61,6 +67,23 @@ def test_the_sentinel_process_samples_until_stopped(tmp_path):
     n = len(got)
     time.sleep(0.3)
     assert len(sn.samples()) == n, "stopped: nothing more written"
+
+
+def test_the_sentinel_records_a_watched_process_cpu_use(tmp_path):
+    import subprocess
+
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        with HostSentinel(tmp_path / "s.txt", period_s=0.1, nbytes=1 << 16, pid=spin.pid) as sn:
+            deadline = time.time() + 20
+            while len(sn.samples()) < 6 and time.time() < deadline:
+                time.sleep(0.05)
+    finally:
+        spin.kill()
+        spin.wait()
+    use = [x.engine_cpu_per_s for x in sn.samples()[1:]]
+    assert len(use) >= 5 and all(u is not None and 0 <= u <= 1.5 for u in use)
+    assert statistics.median(use) > 0.3, "a spinning process uses most of a core (on a host shared with the test's own work)"
 
 
 def test_a_sentinel_that_cannot_start_says_so(tmp_path, monkeypatch):
