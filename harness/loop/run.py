@@ -290,6 +290,8 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
         rows = served_rows(state)
         settings["load_average_1m_before_after"][1] = os.getloadavg()[0]
         settings["loop_wall_s"] = time.perf_counter() - t_start
+        if state.get("sentinel_report"):
+            settings["sentinel"] = state["sentinel_report"]
         steps = tuple(served_steps(state, state["twin"], say))  # before the notes are taken: it adds its own
         return LoopReport(model_d, plan.manifest_engine(), state["consts"], tuple(state["pred"]), tuple(state["measured"]),
                           tuple(comps), tuple(state["checks"]), settings, str(writer.path) if writer else None,
@@ -1524,7 +1526,11 @@ def sentinel_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = l
         say(note)
         return
     state["sentinel_speed"] = out
-    state["sentinel_per_point"] = per_point
+    state["sentinel_report"] = {"bytes_per_read": SENTINEL_BYTES, "period_s": SENTINEL_PERIOD_S, "samples": len(all_samples),
+                                "busy_samples": len(samples), "busy_fraction": BUSY_FRACTION,
+                                "window_spans_s": [list(w) for w in windows],
+                                "point_spans_s": {str(k): [list(x) for x in v] for k, v in walls.items()},
+                                "factor_by_point": {str(k): v for k, v in per_point.items()}}
     sn = speed_summary(served_rows(state), source="sentinel")
     gbs = [SENTINEL_BYTES / s.cpu_s / 1e9 for s in samples] or [math.nan]
     state["notes"].append(

@@ -205,6 +205,9 @@ def test_the_host_sentinel_runs_beside_the_engine_and_re_predicts_each_point(tmp
         (a, b), = spans  # one load run a point (no repeats)
         assert refs == [(w0, w1)] and w1 <= a < b and samples == written
     assert len(calls) == len(r1.served) + 1  # every point and the capacity burst
+    sr = r1.settings["sentinel"]  # what the factors were computed from, kept in the report
+    assert sr["window_spans_s"] == [[w0, w1]] and len(sr["point_spans_s"]) == len(calls) and sr["samples"] >= sr["busy_samples"] > 0
+    assert set(sr["factor_by_point"].values()) == {1.0}
     judged = [c for c in r1.served_comparisons if c.target_pct is not None]
     assert {c.metric for c in judged} == {"ttft_p50_s", "tpot_p50_s", "capacity_rps"} and all(c.sentinel_scale == 1.0 and c.at_sentinel == pytest.approx(c.predicted) for c in judged)
     md = render_markdown(r1)
