@@ -39,9 +39,9 @@ from harness.loop.measure import (MIXED_PROMPT_SLOT, PREFILL_DECODE_TOKENS, SAVE
 from harness.loop.predict import predict, served_predictions
 from harness.loop.report import LoopReport, ServedPoint
 from harness.loop.speed import SPEED_SCALE_BOUNDS, fit_speed, step_scaled
-from harness.telemetry.sentinel import SENTINEL_BYTES, SENTINEL_PERIOD_S, BUSY_FRACTION, HostSentinel, busy, speed_ratio
 from harness.loop.windows import (WINDOW_MODES, StageWindow, combine, correction_summary, summarise, window_checks, window_points,
                                   windows_for)
+from harness.telemetry.sentinel import BUSY_FRACTION, SENTINEL_BYTES, SENTINEL_PERIOD_S, HostSentinel, busy, speed_ratio
 
 DEFAULT_MIXES = ((512, 64), (128, 256))
 DEFAULT_RATE_FRACTIONS = (0.2, 0.5, 0.8, 1.2)  # of the predicted capacity; 1.2 measures the capacity itself
@@ -1500,7 +1500,7 @@ def sentinel_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = l
     out: dict[tuple[int, str], tuple[float, float]] = {}
     per_point: dict[int, float] = {}
     all_samples = samples
-    if all(x.engine_cpu_per_s is not None for x in samples):  # like with like: the engine busy beside every read compared
+    if any(x.engine_cpu_per_s is not None for x in samples):  # like with like: the engine busy beside every read compared
         samples = busy(samples, BUSY_FRACTION * (state.get("sentinel_threads") or 1))
     try:
         for p in state["served"]:

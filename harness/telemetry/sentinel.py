@@ -172,9 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from harness.telemetry.proc import process_cpu_s  # noqa: PLC0415
 
     t_end = None if a.duration_s is None else time.time() + a.duration_s
+    parent = os.getppid()  # orphaned (the loop killed without a chance to stop it): stop too
     prev = (time.perf_counter(), process_cpu_s(a.pid)) if a.pid else None
     with open(a.out, "a", buffering=1) as f:
-        while t_end is None or time.time() < t_end:
+        while (t_end is None or time.time() < t_end) and os.getppid() == parent:
             t0, c0 = time.perf_counter(), time.thread_time()
             buf.sum()
             c1 = time.thread_time()

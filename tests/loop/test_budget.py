@@ -204,4 +204,10 @@ def test_the_copy_cases_flag_reaches_the_loop_and_the_gpu_loop_refuses_it(monkey
         assert main(["loop", "cpu", "--no-store", *flags]) != 0
         assert seen[-1].quick is quick and seen[-1].measure_copy_cases is want
     assert main(["loop", "gpu", "--config", "vllm-qwen3-8b", "--gpu", "h100-sxm", "--no-copy-cases"]) != 0
-    assert "--copy-cases are for `harness loop cpu`" in capsys.readouterr().err
+    assert "--copy-cases and --sentinel are for `harness loop cpu`" in capsys.readouterr().err
+    # the host sentinel likewise: on by default, --no-sentinel turns it off, the GPU loop refuses either
+    for flags, want in (([], True), (["--sentinel"], True), (["--no-sentinel"], False)):
+        assert main(["loop", "cpu", "--no-store", *flags]) != 0
+        assert seen[-1].sentinel is want
+    assert main(["loop", "gpu", "--config", "vllm-qwen3-8b", "--gpu", "h100-sxm", "--sentinel"]) != 0
+    assert "--sentinel are for `harness loop cpu`" in capsys.readouterr().err

@@ -69,8 +69,8 @@ def fixed_constants(monkeypatch):
 def quick_opts(cfg: Path, tmp_path: Path, **kw) -> LoopOptions:
     base = dict(config=str(cfg), prompt_tokens=64, decode_prompt_tokens=8, output_tokens=8, batches=(1, 2), reps=1, quick=True,
                 mixes=((48, 6),), rate_fractions=(0.3, 1.2), point_duration_s=2.0, results_dir=str(tmp_path / "results"),
-                log_dir=str(tmp_path / "logs"))
-    return LoopOptions(**{**base, **kw})
+                log_dir=str(tmp_path / "logs"), sentinel=False)  # the sentinel's own test turns it on: its reads would
+    return LoopOptions(**{**base, **kw})  # load the host beside the stand-in's timed sleeps in every other test
 
 
 def test_loop_writes_every_table(tmp_path, fixed_constants):
@@ -196,7 +196,7 @@ def test_the_host_sentinel_runs_beside_the_engine_and_re_predicts_each_point(tmp
     model = write_random_gguf(tmp_path / "rand.gguf")
     cfg = config(tmp_path, model, fake_binary(tmp_path))
     monkeypatch.setattr(run_mod, "speed_ratio", functools.partial(ratio, factor=1.0))
-    r1 = run_loop(quick_opts(cfg, tmp_path, capacity_requests=10), progress=None)
+    r1 = run_loop(quick_opts(cfg, tmp_path, capacity_requests=10, sentinel=True), progress=None)
     assert r1.status == "complete"
     written = parse_samples((Path(r1.run_dir) / "sentinel.txt").read_text())
     assert len(written) >= 10 and all(x.engine_cpu_per_s is not None for x in written), "the engine's pid was watched"
@@ -216,7 +216,7 @@ def test_the_host_sentinel_runs_beside_the_engine_and_re_predicts_each_point(tmp
 
     calls.clear()
     monkeypatch.setattr(run_mod, "speed_ratio", functools.partial(ratio, factor=2.0))
-    r2 = run_loop(quick_opts(cfg, tmp_path), progress=None)
+    r2 = run_loop(quick_opts(cfg, tmp_path, sentinel=True), progress=None)
     slow = {(c.rate_fraction_of_capacity, c.metric): c for c in r2.served_comparisons if c.at_sentinel is not None}
     assert all(c.sentinel_scale == 2.0 for c in slow.values())
     # every step twice as long: TPOT about doubles; the light point's TTFT grows (the overloaded one's, over the
@@ -353,6 +353,11 @@ def test_short_real_loop_on_a_second_model(tmp_path):
         assert p.input_tokens - 1 <= p.measured["engine_prompt_tokens_median"] <= p.input_tokens
     assert {c.metric for c in r.served_comparisons} >= {"ttft_p50_s", "tpot_p50_s", "capacity_rps"}
     assert "Served load" in render_markdown(r)
+    # the host sentinel ran beside the real engine (on by default), watching its CPU use
+    from harness.telemetry.sentinel import parse_samples
+
+    got = parse_samples((Path(r.run_dir) / "sentinel.txt").read_text())
+    assert len(got) >= 10 and max(x.engine_cpu_per_s or 0.0 for x in got) > 0.5
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -84,6 +85,22 @@ def test_the_sentinel_records_a_watched_process_cpu_use(tmp_path):
     use = [x.engine_cpu_per_s for x in sn.samples()[1:]]
     assert len(use) >= 5 and all(u is not None and 0 <= u <= 1.5 for u in use)
     assert statistics.median(use) > 0.3, "a spinning process uses most of a core (on a host shared with the test's own work)"
+
+
+def test_an_orphaned_sentinel_stops(tmp_path):
+    """The loop killed outright cannot stop its sentinel: the sentinel stops itself once its parent is gone."""
+    import subprocess
+
+    out = tmp_path / "s.txt"
+    code = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-m', 'harness.telemetry.sentinel', '--out', "
+            f"{str(out)!r}, '--period-s', '0.05', '--bytes', '65536']); print(p.pid, flush=True); time.sleep(1.5)")
+    parent = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    child = int(parent.stdout.split()[0])
+    deadline = time.time() + 10
+    while Path(f"/proc/{child}").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split(")")[-1][:3]
+    assert len(parse_samples(out.read_text())) >= 3
 
 
 def test_a_sentinel_that_cannot_start_says_so(tmp_path, monkeypatch):
