@@ -1443,9 +1443,7 @@ def host_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lambd
                 speed[(pt, "capacity_rps")] = (fit[0], burst_capacity(step_scaled(tw, fit[0]), sent)["requests_per_s"])
                 clamped += [pt] if fit[1] else []
     except Exception as exc:  # noqa: BLE001 - a diagnostic must not fail the run it describes
-        note = f"host speed per point not fitted ({type(exc).__name__}: {exc})"
-        state["notes"].append(note)
-        say(note)
+        _note(state, say, f"host speed per point not fitted ({type(exc).__name__}: {exc})")
         return
     state["speed"] = speed
     ss = speed_summary(served_rows(state))
@@ -1464,6 +1462,12 @@ def host_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lambd
         say(state["notes"][-1])
 
 
+def _note(state: dict[str, Any], say: ProgressFn, note: str) -> None:
+    """A note in the report, also said as the loop runs."""
+    state["notes"].append(note)
+    say(note)
+
+
 def _stop_sentinel(state: dict[str, Any]) -> None:
     """Stop the host sentinel (if one runs) and keep its samples in state["sentinel_samples"]."""
     sn: HostSentinel | None = state.pop("sentinel", None)
@@ -1471,7 +1475,6 @@ def _stop_sentinel(state: dict[str, Any]) -> None:
         return
     sn.stop()
     state["sentinel_samples"] = sn.samples()
-    state["sentinel_path"] = str(sn.path)
     if sn.error:
         state["notes"].append(sn.error)
 
@@ -1492,9 +1495,8 @@ def sentinel_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = l
     if twin0 is None or twin0.engine != "llama.cpp" or not samples or not walls:
         return
     if not windows:
-        note = "host sentinel: no stage window to take its reference speed from (--no-stages); the points were not re-predicted"
-        state["notes"].append(note)
-        say(note)
+        _note(state, say, "host sentinel: no stage window to take its reference speed from (--no-stages); the points were not "
+                          "re-predicted")
         return
     arts = state.get("artifacts") or {}
     out: dict[tuple[int, str], tuple[float, float]] = {}
@@ -1521,9 +1523,7 @@ def sentinel_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = l
                 per_point[pt] = f
                 out[(pt, "capacity_rps")] = (f, burst_capacity(step_scaled(_burst_twin(state, pt), f), _burst_sent(state, name))["requests_per_s"])
     except Exception as exc:  # noqa: BLE001 - a diagnostic must not fail the run it describes
-        note = f"host sentinel: the points were not re-predicted ({type(exc).__name__}: {exc})"
-        state["notes"].append(note)
-        say(note)
+        _note(state, say, f"host sentinel: the points were not re-predicted ({type(exc).__name__}: {exc})")
         return
     state["sentinel_speed"] = out
     state["sentinel_report"] = {"bytes_per_read": SENTINEL_BYTES, "period_s": SENTINEL_PERIOD_S, "samples": len(all_samples),
@@ -1532,7 +1532,7 @@ def sentinel_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = l
                                 "point_spans_s": {str(k): [list(x) for x in v] for k, v in walls.items()},
                                 "factor_by_point": {str(k): v for k, v in per_point.items()}}
     sn = speed_summary(served_rows(state), source="sentinel")
-    gbs = [SENTINEL_BYTES / s.cpu_s / 1e9 for s in samples] or [math.nan]
+    gbs = [x.gb_per_s for x in samples] or [math.nan]
     state["notes"].append(
         f"host sentinel (harness.telemetry.sentinel; held out: host telemetry, no served data): every {SENTINEL_PERIOD_S:g} s "
         f"a separate process read {SENTINEL_BYTES / 2**20:.0f} MiB once and timed it on its own CPU clock, {len(all_samples)} "

@@ -4,9 +4,9 @@ On the shared 2-vCPU VMs the served loop runs on, the host's speed per CPU-secon
 nothing else running on the VM (docs/loop-cpu.md, 2026-12-04 night), and the stage windows before, between and after
 the served points do not see the minute a point ran in. The sentinel is a separate process (never the loop's own: its
 work would hold up the load generator's clock) that every `period_s` reads SENTINEL_BYTES of float32 once (a sum: a
-DRAM stream, as a decode step streams the weights) and writes one line `wall_s cpu_s` per sample: the wall clock at
-the end of the sample and the CPU time its thread spent on the read (time.thread_time, so the time it waited for a
-core does not count). It runs at nice SENTINEL_NICE so that it takes a core only when one is idle or at a scheduler
+DRAM stream, as a decode step streams the weights) and writes one line `wall_s cpu_s [engine_cpu_per_s]` per sample:
+the wall clock at the end of the sample, the CPU time its thread spent on the read (time.thread_time, so the time it
+waited for a core does not count) and, with --pid, the engine's CPU seconds per second since the previous sample. It runs at nice SENTINEL_NICE so that it takes a core only when one is idle or at a scheduler
 tick, ~6 ms of one core every 0.5 s (1.2 % of one of two cores).
 
 Evidence (2026-12-04 23:20-23:40, AMD EPYC VM, llama-server -t 2 -np 4 kept decoding at batch 4, 10-s bins; offline
@@ -130,7 +130,7 @@ class HostSentinel:
         if p.poll() is not None and p.returncode:
             err = (p.stderr.read() if p.stderr else b"").decode(errors="replace").strip().splitlines()
             self.error = f"the host sentinel exited with code {p.returncode}" + (f": {err[-1]}" if err else "")
-        p.terminate()
+        p.terminate()  # (harness.engines.launcher.stop_process_group is a layer above telemetry: docs/architecture.md)
         try:
             p.wait(timeout=5)
         except subprocess.TimeoutExpired:
