@@ -163,3 +163,74 @@ def step_stability(mix: str, pairs: Sequence[tuple[Sequence[Iteration], Sequence
         if b is not None and len(ratios.get(b, ())) >= 2:
             return StepStability(mix, b, tuple(ratios[b]))
     return None
+
+
+def interrupted_gaps(token_times_s: Sequence[Sequence[float]], cluster_s: float | None = None) -> int:
+    """How many gaps between one request's consecutive tokens had another request's first token arrive in them (the
+    iteration that ended the gap, or one inside it, finished that request's prompt): the decode interruptions a served
+    run's generating requests sat through. A first token within the cluster width of the gap's end belongs to the
+    iteration that ended it; one within the width of its start, to the iteration before."""
+    import bisect  # noqa: PLC0415
+
+    w = cluster_width_s(token_times_s) if cluster_s is None else cluster_s
+    firsts = sorted(float(t[0]) for t in token_times_s if len(t))
+    n = 0
+    for times in token_times_s:  # a request's own first token is at or before every gap's start: never counted
+        n += sum(bisect.bisect_right(firsts, float(b) + w) > bisect.bisect_right(firsts, float(a) + w)
+                 for a, b in zip(times, times[1:]))
+    return n
+
+
+@dataclass(frozen=True)
+class PromptSummary:
+    """One mix's served prompts, engine against twin over the same workloads: the iterations that finished exactly one
+    prompt (their length: the prompt's own time plus the decode tokens that rode along), and how often a generating
+    request's next token waited for such an iteration. A served prompt slower than the twin's also moves the queue:
+    more requests find a prompt in progress, and each running decode then gets one token per prompt iteration."""
+
+    mix: str
+    engine_n: int
+    engine_median_s: float | None
+    twin_n: int
+    twin_median_s: float | None
+    engine_interrupted: int  # gaps (interrupted_gaps) over every measurement of the mix
+    twin_interrupted: int
+    engine_requests: int
+    twin_requests: int
+
+    @property
+    def median_error_pct(self) -> float | None:
+        return _err(self.twin_median_s, self.engine_median_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"median_error_pct": self.median_error_pct}
+
+    def text(self) -> str:
+        ms = (lambda v: "—" if v is None else f"{v * 1e3:.0f} ms")
+        per = (lambda k, n: f"{k / n:.2f}" if n else "—")
+        err = self.median_error_pct
+        return (f"served prompts, {self.mix}: the iterations that finished one prompt beside a decoding request took a median {ms(self.engine_median_s)} "
+                f"over {self.engine_n} (twin {ms(self.twin_median_s)} over {self.twin_n}"
+                + ("" if err is None else f", {err:+.0f} %") + "); a generating request's token waited for another "
+                f"request's prompt {per(self.engine_interrupted, self.engine_requests)} times a request on the engine, "
+                f"{per(self.twin_interrupted, self.twin_requests)} in the twin ({self.engine_interrupted} and "
+                f"{self.twin_interrupted} gaps)")
+
+
+def prompt_summary(mix: str, pairs: Sequence[tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]]) -> PromptSummary | None:
+    """`pairs`: (engine token instants per request, twin token instants per request) per measurement of the mix.
+    None when neither side finished a prompt in a decoding iteration."""
+    e_gap: list[float] = []
+    t_gap: list[float] = []
+    e_int = t_int = e_req = t_req = 0
+    for eng, twin in pairs:
+        for times, gaps in ((eng, e_gap), (twin, t_gap)):
+            gaps += [x.gap_s for x in reconstruct(times) if x.first_tokens == 1]
+        e_int += interrupted_gaps(eng)
+        t_int += interrupted_gaps(twin)
+        e_req += sum(1 for t in eng if len(t))
+        t_req += sum(1 for t in twin if len(t))
+    if not e_gap and not t_gap:
+        return None
+    return PromptSummary(mix, len(e_gap), statistics.median(e_gap) if e_gap else None, len(t_gap),
+                         statistics.median(t_gap) if t_gap else None, e_int, t_int, e_req, t_req)

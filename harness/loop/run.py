@@ -1611,7 +1611,7 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
     """Per mix and batch size: the engine's iterations reconstructed from every measured point's chunk stamps against
     the twin's, reconstructed the same way from its simulation of the same requests (harness.loop.iterations). A
     diagnostic: a failure here is reported as a note, never fails the run."""
-    from harness.loop.iterations import compare_steps, reconstruct, step_stability  # noqa: PLC0415
+    from harness.loop.iterations import compare_steps, prompt_summary, reconstruct, step_stability  # noqa: PLC0415
     from harness.target.des import simulate  # noqa: PLC0415
     from harness.target.twin import requests_from_rows  # noqa: PLC0415
 
@@ -1625,6 +1625,8 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
     by_mix: dict[str, tuple[list[Any], list[Any]]] = {}
     twin_steps: dict[int, list[Any]] = {}  # per artifact: the repeats of a point share arrivals and lengths, so one simulation
     per_measurement: dict[str, list[Any]] = {}  # mix -> (engine, twin) iterations of each measurement, in order
+    twin_times: dict[int, Any] = {}  # per artifact: the twin's token instants per request
+    stamps: dict[str, list[Any]] = {}  # mix -> (engine, twin) token instants per request of each measurement
     short = total = 0  # requests that streamed fewer content events than tokens (tokens whose text was empty)
     try:
         for pt, mix, art, m in items:
@@ -1636,13 +1638,16 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
             total += len(ok)
             short += int((ok["output_tokens_chunks"] < ok["output_tokens_usage"].fillna(0)).sum())
             eng, tw = by_mix.setdefault(mix, ([], []))
-            its = reconstruct([[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]])
+            times = [[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]]
+            its = reconstruct(times)
             eng += its
             if id(art) not in twin_steps:
                 sim = simulate(point_twins.get(pt, twin).make_scheduler, requests_from_rows(art.rows), record_tokens=True)
-                twin_steps[id(art)] = reconstruct(sim.token_times_s or ())
+                twin_times[id(art)] = list(sim.token_times_s or ())
+                twin_steps[id(art)] = reconstruct(twin_times[id(art)])
             tw += twin_steps[id(art)]
             per_measurement.setdefault(mix, []).append((its, twin_steps[id(art)]))
+            stamps.setdefault(mix, []).append((times, twin_times[id(art)]))
     except Exception as exc:  # noqa: BLE001 - a diagnostic must not fail the run it describes
         note = f"served steps not reconstructed ({type(exc).__name__}: {exc})"
         if note not in state["notes"]:
@@ -1653,6 +1658,10 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
         st = step_stability(mix, ms)
         if st is not None:
             state["notes"].append(st.text() + f" (the TTFT/TPOT target is ±{TARGETS_PCT['tpot_p50_s']:g} %)")
+    for mix, ms in stamps.items():
+        ps = prompt_summary(mix, ms)
+        if ps is not None:
+            state["notes"].append(ps.text())
     if short:
         state["notes"].append(f"served steps: {short} of {total} requests streamed fewer content events than their usage "
                               "tokens (tokens with empty text, e.g. a random-weight model's byte pieces): the engine's "

@@ -141,3 +141,40 @@ def test_served_steps_notes_the_host_stability_of_a_mix(tmp_path, monkeypatch):
     served_steps(state, SimpleNamespace(make_scheduler=None))
     (note,) = [n for n in state["notes"] if n.startswith("host stability, m:")]
     assert "batch-1" in note and "1.00–1.10 over 2 measurements" in note and "target is ±10 %" in note
+    assert not [n for n in state["notes"] if n.startswith("served prompts")]  # no prompt finished beside a decode
+
+
+def _served_pair(prompt_s: float) -> list[list[float]]:
+    """Request A decodes every 50 ms, waits `prompt_s` for B's prompt (B's first token in the iteration that ends the
+    wait), then both decode two more steps."""
+    a = [0.05 * i for i in range(11)]  # 0 … 0.5
+    t = a[-1] + prompt_s
+    a += [t, t + 0.05, t + 0.10]
+    b = [t + 0.0002, t + 0.0502, t + 0.1002]
+    return [a, b]
+
+
+def test_interrupted_gaps_count_a_decode_waiting_for_another_prompt():
+    from harness.loop.iterations import interrupted_gaps
+
+    assert interrupted_gaps(_served_pair(1.5)) == 1  # A's gap that ended with B's first token; B's own start never counts
+    # two prompts finished in one iteration interrupt A once; in two iterations, A twice and the first of them once
+    a = [0.05 * i for i in range(11)] + [2.0, 3.5, 3.55]
+    assert interrupted_gaps([a, [2.0001, 3.5001], [2.0002, 3.5002]]) == 1
+    assert interrupted_gaps([a, [2.0001, 3.5001], [3.5002, 3.5502]]) == 3
+    assert interrupted_gaps([[0.0, 0.05, 0.1]]) == 0 and interrupted_gaps([]) == 0
+
+
+def test_prompt_summary_compares_the_prompt_iterations_and_interruptions():
+    from harness.loop.iterations import prompt_summary
+
+    ps = prompt_summary("512/64", [(_served_pair(1.5), _served_pair(1.2)), (_served_pair(1.6), _served_pair(1.2))])
+    assert (ps.engine_n, ps.twin_n) == (2, 2)
+    assert ps.engine_median_s == pytest.approx(1.55) and ps.twin_median_s == pytest.approx(1.2)
+    assert ps.median_error_pct == pytest.approx((1.2 - 1.55) / 1.55 * 100)
+    assert (ps.engine_interrupted, ps.twin_interrupted, ps.engine_requests, ps.twin_requests) == (2, 2, 4, 4)
+    text = ps.text()
+    assert "512/64" in text and "1550 ms over 2" in text and "twin 1200 ms over 2, -23 %" in text and "0.50 times" in text
+    assert ps.to_dict()["median_error_pct"] == pytest.approx(ps.median_error_pct)
+    # nothing finished a prompt beside a decode: no summary
+    assert prompt_summary("m", [([[0.0, 0.05]], [[0.0, 0.05]])]) is None
