@@ -209,28 +209,26 @@ class PromptSummary:
         ms = (lambda v: "—" if v is None else f"{v * 1e3:.0f} ms")
         per = (lambda k, n: f"{k / n:.2f}" if n else "—")
         err = self.median_error_pct
-        return (f"served prompts, {self.mix}: the iterations that finished one prompt beside a decoding request took a median {ms(self.engine_median_s)} "
-                f"over {self.engine_n} (twin {ms(self.twin_median_s)} over {self.twin_n}"
+        return (f"served prompts, {self.mix}: the iterations that finished one prompt beside a decoding request took a "
+                f"median {ms(self.engine_median_s)} over {self.engine_n} (twin {ms(self.twin_median_s)} over {self.twin_n}"
                 + ("" if err is None else f", {err:+.0f} %") + "); a generating request's token waited for another "
                 f"request's prompt {per(self.engine_interrupted, self.engine_requests)} times a request on the engine, "
                 f"{per(self.twin_interrupted, self.twin_requests)} in the twin ({self.engine_interrupted} and "
                 f"{self.twin_interrupted} gaps)")
 
 
-def prompt_summary(mix: str, pairs: Sequence[tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]]) -> PromptSummary | None:
-    """`pairs`: (engine token instants per request, twin token instants per request) per measurement of the mix.
-    None when neither side finished a prompt in a decoding iteration."""
-    e_gap: list[float] = []
-    t_gap: list[float] = []
-    e_int = t_int = e_req = t_req = 0
-    for eng, twin in pairs:
-        for times, gaps in ((eng, e_gap), (twin, t_gap)):
-            gaps += [x.gap_s for x in reconstruct(times) if x.first_tokens == 1]
-        e_int += interrupted_gaps(eng)
-        t_int += interrupted_gaps(twin)
-        e_req += sum(1 for t in eng if len(t))
-        t_req += sum(1 for t in twin if len(t))
+def prompt_summary(mix: str, pairs: Sequence[tuple[Sequence[Sequence[float]], Sequence[Sequence[float]]]],
+                   iterations: Sequence[tuple[Sequence[Iteration], Sequence[Iteration]]] | None = None) -> PromptSummary | None:
+    """`pairs`: (engine token instants per request, twin token instants per request) per measurement of the mix;
+    `iterations`: the same measurements' reconstruct() of each side, when the caller has them already (else they are
+    reconstructed here). None when neither side finished a prompt in a decoding iteration."""
+    its = iterations if iterations is not None else [(reconstruct(e), reconstruct(t)) for e, t in pairs]
+    e_gap = [x.gap_s for e, _ in its for x in e if x.first_tokens == 1]
+    t_gap = [x.gap_s for _, t in its for x in t if x.first_tokens == 1]
     if not e_gap and not t_gap:
         return None
+    count = (lambda side: sum(1 for t in side if len(t)))
     return PromptSummary(mix, len(e_gap), statistics.median(e_gap) if e_gap else None, len(t_gap),
-                         statistics.median(t_gap) if t_gap else None, e_int, t_int, e_req, t_req)
+                         statistics.median(t_gap) if t_gap else None, sum(interrupted_gaps(e) for e, _ in pairs),
+                         sum(interrupted_gaps(t) for _, t in pairs), sum(count(e) for e, _ in pairs),
+                         sum(count(t) for _, t in pairs))

@@ -1623,9 +1623,10 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
     items += [(pt, mix, _burst_sent(state, mix), m) for mix, (pt, _, m) in (state.get("capacity_measurements") or {}).items()]
     point_twins = state.get("point_twins") or {}
     by_mix: dict[str, tuple[list[Any], list[Any]]] = {}
-    twin_steps: dict[int, list[Any]] = {}  # per artifact: the repeats of a point share arrivals and lengths, so one simulation
+    # per artifact, the twin's token instants per request and their iterations: the repeats of a point share arrivals
+    # and lengths, so one simulation
+    twin_sims: dict[int, tuple[list[Any], list[Any]]] = {}
     per_measurement: dict[str, list[Any]] = {}  # mix -> (engine, twin) iterations of each measurement, in order
-    twin_times: dict[int, Any] = {}  # per artifact: the twin's token instants per request
     stamps: dict[str, list[Any]] = {}  # mix -> (engine, twin) token instants per request of each measurement
     short = total = 0  # requests that streamed fewer content events than tokens (tokens whose text was empty)
     try:
@@ -1641,13 +1642,14 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
             times = [[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]]
             its = reconstruct(times)
             eng += its
-            if id(art) not in twin_steps:
+            if id(art) not in twin_sims:
                 sim = simulate(point_twins.get(pt, twin).make_scheduler, requests_from_rows(art.rows), record_tokens=True)
-                twin_times[id(art)] = list(sim.token_times_s or ())
-                twin_steps[id(art)] = reconstruct(twin_times[id(art)])
-            tw += twin_steps[id(art)]
-            per_measurement.setdefault(mix, []).append((its, twin_steps[id(art)]))
-            stamps.setdefault(mix, []).append((times, twin_times[id(art)]))
+                tt = list(sim.token_times_s or ())
+                twin_sims[id(art)] = (tt, reconstruct(tt))
+            twin_times, twin_its = twin_sims[id(art)]
+            tw += twin_its
+            per_measurement.setdefault(mix, []).append((its, twin_its))
+            stamps.setdefault(mix, []).append((times, twin_times))
     except Exception as exc:  # noqa: BLE001 - a diagnostic must not fail the run it describes
         note = f"served steps not reconstructed ({type(exc).__name__}: {exc})"
         if note not in state["notes"]:
@@ -1659,7 +1661,7 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
         if st is not None:
             state["notes"].append(st.text() + f" (the TTFT/TPOT target is ±{TARGETS_PCT['tpot_p50_s']:g} %)")
     for mix, ms in stamps.items():
-        ps = prompt_summary(mix, ms)
+        ps = prompt_summary(mix, ms, per_measurement[mix])
         if ps is not None:
             state["notes"].append(ps.text())
     if short:

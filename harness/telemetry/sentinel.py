@@ -6,8 +6,9 @@ the served points do not see the minute a point ran in. The sentinel is a separa
 work would hold up the load generator's clock) that every `period_s` reads SENTINEL_BYTES of float32 once (a sum: a
 DRAM stream, as a decode step streams the weights) and writes one line `wall_s cpu_s [engine_cpu_per_s]` per sample:
 the wall clock at the end of the sample, the CPU time its thread spent on the read (time.thread_time, so the time it
-waited for a core does not count) and, with --pid, the engine's CPU seconds per second since the previous sample. It runs at nice SENTINEL_NICE so that it takes a core only when one is idle or at a scheduler
-tick, ~6 ms of one core every 0.5 s (1.2 % of one of two cores).
+waited for a core does not count) and, with --pid, the engine's CPU seconds per second since the previous sample. It
+runs at nice SENTINEL_NICE so that it takes a core only when one is idle or at a scheduler tick, ~6 ms of one core
+every 0.5 s (1.2 % of one of two cores).
 
 Evidence (2026-12-04 23:20-23:40, AMD EPYC VM, llama-server -t 2 -np 4 kept decoding at batch 4, 10-s bins; offline
 scripts, not committed): the engine's median step over the bin against the sentinel's median CPU time per read gave

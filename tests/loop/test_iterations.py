@@ -176,5 +176,8 @@ def test_prompt_summary_compares_the_prompt_iterations_and_interruptions():
     text = ps.text()
     assert "512/64" in text and "1550 ms over 2" in text and "twin 1200 ms over 2, -23 %" in text and "0.50 times" in text
     assert ps.to_dict()["median_error_pct"] == pytest.approx(ps.median_error_pct)
+    # the iterations a caller already reconstructed give the same summary
+    pairs = [(_served_pair(1.5), _served_pair(1.2)), (_served_pair(1.6), _served_pair(1.2))]
+    assert prompt_summary("512/64", pairs, [(reconstruct(e), reconstruct(t)) for e, t in pairs]) == ps
     # nothing finished a prompt beside a decode: no summary
     assert prompt_summary("m", [([[0.0, 0.05]], [[0.0, 0.05]])]) is None
