@@ -14,8 +14,12 @@ until the prediction fits the budget:
    keeping the highest (the overloaded point, which gives the quick loop its capacity) and the rest evenly by rank;
    the points' duration is then set again, the longest that fits up to its default.
 
-Past the floors the loop runs anyway and says by how much it will be over. Every cut is a note in the report, and
-the end of the loop compares the plan with the time it took. What the phases are predicted from:
+Past the floors the loop runs anyway and says by how much it will be over. One cut comes last in this order but is
+made first, before the first window (harness.loop.run.plan_stage_windows): when the whole loop, window 1 predicted from
+its own requests (`StageGroup`, `window_s_from_groups`) by the twin as calibrated, is over the budget even with the rest
+at its floors, every window is made lean (one rep fewer of its prefill and decodes, one of its side measurements).
+Every cut is a note in the report, and the end of the loop compares the plan with the time it took. What the phases
+are predicted from:
 
 - a later window: the first window part by part (`later_window_s`): its prefills and short decodes × the reps ratio
   (`LoopOptions.window_reps`), its long-context decodes × their own ratio (one fewer than the reps, at least one: 2 → 1
@@ -56,6 +60,26 @@ def later_window_s(phases_s: dict[str, float], first_s: float, reps_first: int, 
     scaled = (phases_s.get("prefill_s", 0.0) + phases_s.get("decode_s", 0.0)) * r + phases_s.get("long_decode_s", 0.0) * long_r
     rest = max(0.0, first_s - sum(phases_s.values()))
     return scaled + phases_s.get("side_s", 0.0) + rest
+
+
+STAGE_REQUEST_OVERHEAD_S = 0.05  # a stage request's time outside the twin's (HTTP, the CPU-share reads, waiting for idle slots)
+
+
+@dataclass(frozen=True)
+class StageGroup:
+    """Requests a stage window sends together (prompt tokens, output tokens), and which one's finish ends the group
+    (None: the last to finish; a mixed-prompt case ends with its prompt, its decodes are then stopped)."""
+
+    requests: tuple[tuple[int, int], ...]
+    ends_with: int | None = None
+
+
+def window_s_from_groups(parts: dict[str, Sequence[StageGroup]], finish_s: Callable[[StageGroup], float],
+                         per_request_s: float = STAGE_REQUEST_OVERHEAD_S) -> dict[str, float]:
+    """Seconds of each part of a stage window, predicted before it runs: every group's finish in the twin
+    (`finish_s`, from all its requests sent at once) plus `per_request_s` for each request; groups run one after
+    another, as the window sends them."""
+    return {part: sum(finish_s(g) + per_request_s * len(g.requests) for g in groups) for part, groups in parts.items()}
 
 
 def keep_rates(rates: Sequence[float], k: int) -> tuple[float, ...]:

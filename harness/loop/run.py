@@ -26,7 +26,8 @@ from typing import Any, Callable, Sequence
 
 from harness.errors import HarnessError
 from harness.loop.budget import (FULL_BUDGET_S, POINT_FLOOR_FRACTION, POINT_OVERHEAD_S, POST_RESERVE_S, QUICK_BUDGET_S,
-                                 QUICK_MIN_RATES, QUICK_POST_RESERVE_S, Layout, later_window_s, plan_budget)
+                                 QUICK_MIN_RATES, QUICK_POST_RESERVE_S, Layout, StageGroup, later_window_s, plan_budget,
+                                 window_s_from_groups)
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
 from harness.loop.compare import (CONDITION_STEP_PCT, MEASURED_MEDIAN_CONFIDENCE, TARGETS_PCT, ServedComparison, band_summary,
                                   compare, compare_capacity, compare_capacity_burst, compare_served, condition_summary,
@@ -101,6 +102,9 @@ class LoopOptions:
     # the host sentinel (harness.telemetry.sentinel) beside the engine while it serves: a memory-bound read every 0.5 s
     # timed on its own CPU clock; each point is predicted again with every step × its speed there over the windows'
     sentinel: bool = True
+    # lean stage windows (set by the time budget before the first window, harness.loop.budget): every window's prefill
+    # and decodes at one rep fewer than --reps (at least 2), its side measurements and copy cases at one rep
+    lean_windows: bool = False
     seed: int = 0
     results_dir: str | None = "results"
     log_dir: str | None = None
@@ -169,15 +173,16 @@ class LoopOptions:
         """Reps of each stage window's side measurements (the prompts at the served mixes' other lengths, the prompts
         beside decodes with their alone pairs, the prompt-cache copy cases): 2, 1 with --quick. At 2 they took 51.1 s of
         the quick stage window's 71.5 s of requests on Gemma (2026-12-03 12:10; the quick loop 3.4 min against the
-        3-minute target), at 1 26.5 of 48.6 s (12:18; 3.0 min)."""
-        return 1 if self.quick else SIDE_REPS
+        3-minute target), at 1 26.5 of 48.6 s (12:18; 3.0 min). 1 too with lean windows (the time budget's cut)."""
+        return 1 if (self.quick or self.lean_windows) else SIDE_REPS
 
     def window_reps(self, window: int) -> int:
         """Reps of a stage window's prefill and decodes: --reps in window 1, which plans the points and gives the
         isolated-stage table; one fewer (at least 2) in later windows, which only correct the twin beside it. The
         long-context rounds interleave one fewer again (short, long, short at 2). The three windows took 300 s of the
-        2026-12-03 14:08 Gemma loop's 16.7 min. (`harness loop cpu --quick` runs one window at --reps 1.)"""
-        return self.reps if window == 0 or self.reps < 3 else self.reps - 1
+        2026-12-03 14:08 Gemma loop's 16.7 min. (`harness loop cpu --quick` runs one window at --reps 1.) With lean
+        windows (the time budget's cut) window 1 too runs one fewer."""
+        return self.reps if (window == 0 and not self.lean_windows) or self.reps < 3 else self.reps - 1
 
     def capacity_burst(self, slots: int) -> int:
         """Requests of the capacity burst. At 5 × slots, N − ⌊0.8 N⌋ = slots requests are still unfinished just before
@@ -342,6 +347,9 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                     sentinel = HostSentinel(Path(writer.path) / "sentinel.txt" if writer else
                                             Path(tempfile.mkdtemp(prefix="harness-loop-sentinel-")) / "sentinel.txt", pid=pid).start()
                     state["sentinel"], state["sentinel_threads"] = sentinel, threads
+                if opts.stages and opts.served and opts.budget_s is not None:
+                    opts = plan_stage_windows(state, opts, twin, sched.slots, bool(sched.prompt_cache_ram),
+                                              time.perf_counter() - t_start, settings, say)
                 if opts.stages:
                     say("measuring isolated stages (prefill, decode at each batch)"
                         + (f": window 1 of {opts.n_windows}" if opts.n_windows > 1 else ""))
@@ -517,6 +525,34 @@ def measure_stage_window(url: str, served_name: str, opts: LoopOptions, vocab: i
     return measured[n0:], checks[k0:]
 
 
+def stage_window_groups(opts: LoopOptions, slots: int, window: int, prompt_cache_ram: bool) -> dict[str, list[StageGroup]]:
+    """The requests `measure_stage_window` sends, part by part ("prefill_s", "decode_s", "long_decode_s", "side_s",
+    "copy_cases_s", its `spent` keys), as groups sent together: what the time budget predicts a window from before it
+    runs (harness.loop.budget.window_s_from_groups). Mirrors that function; a test keeps the two in step by their
+    request counts. The mixed-prompt cases' decodes are sized to outlast their prompt, which ends the group."""
+    reps, P, D, K = opts.window_reps(window), opts.prompt_tokens, opts.decode_prompt_tokens, PREFILL_DECODE_TOKENS
+    top = max(opts.batches)
+    parts: dict[str, list[StageGroup]] = {"prefill_s": [StageGroup(((P, 1 + K),))] * reps}
+    parts["decode_s"] = [StageGroup(((D, opts.output_tokens),) * b) for b in opts.batches for _ in range(reps)]
+    parts["long_decode_s"] = [StageGroup(((P, 1 + K),) * b) for b in opts.batches if b in (1, top)
+                              for _ in range(max(1, reps - 1))]
+    side: list[StageGroup] = []
+    if opts.served:
+        more = sorted({m[0] for m in opts.mixes} - {P, D})
+        side += [StageGroup(((n, 1),)) for n in more for _ in range(opts.side_reps)]
+        for p in sorted({m[0] for m in opts.mixes}):
+            for b in mixed_batches(slots):
+                n = 4 * opts.output_tokens  # outlasts the prompt (mixed_cases' fallback); the group ends with the prompt
+                side += [StageGroup(((p, 1),)), StageGroup(((D, n),) * b + ((p, 1),), ends_with=b)] * opts.side_reps
+    parts["side_s"] = side
+    if prompt_cache_ram and window == 0 and opts.measure_copy_cases:
+        small = StageGroup(((SAVE_PROBE_TOKENS, 1),))
+        cases = sorted({(P, 1 + K)} | ({tuple(m) for m in opts.mixes} if opts.served else set()))
+        parts["copy_cases_s"] = [small] * (2 * slots) + [g for _ in range(opts.side_reps) for c in cases
+                                                        for g in [StageGroup((c,))] + [small] * slots]
+    return parts
+
+
 def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, int], float, float, Any]], state: dict[str, Any],
                    twin: Any, duration_s: float, writer: Any, pid: int | None, threads: int, say: ProgressFn,
                    alive: Callable[[], None] = lambda: None, fit_to_tokenizer: bool = False, drain_limit_s: float | None = None,
@@ -650,11 +686,23 @@ def _last_finish_s(twin: Any, art: Any) -> float:
     return max(float(art.span_s), float(done.max()) if done.size else 0.0)
 
 
-def fit_time_budget(state: dict[str, Any], opts: LoopOptions, twin: Any, slots: int, elapsed_s: float, settings: dict[str, Any],
-                    writer: Any, say: ProgressFn) -> LoopOptions:
-    """Plan the rest of the loop to `opts.budget_s` (harness.loop.budget) after the first stage window: the options
-    with the cut layout; when the bursts, the points' duration or the rates change, the points are set and predicted anew
-    (still from the corrected twin alone). The plan goes into settings["time_budget"] and the notes."""
+def _group_finish_s(twin: Any, g: StageGroup) -> float:
+    """The twin's finish of a stage window's group (harness.loop.budget.StageGroup), every request sent at once."""
+    import numpy as np  # noqa: PLC0415
+
+    from harness.target.des import ArrivingRequest, simulate  # noqa: PLC0415
+
+    run = simulate(twin.make_scheduler, [ArrivingRequest(0.0, int(p), int(o)) for p, o in g.requests])
+    done = run.finished_s if g.ends_with is None else run.finished_s[[g.ends_with]]
+    done = done[np.isfinite(done)]
+    return float(done.max()) if done.size else 0.0
+
+
+def _plan_rest(state: dict[str, Any], opts: LoopOptions, twin: Any, slots: int, elapsed_s: float, settings: dict[str, Any],
+               w0_phases_s: dict[str, float], w0_s: float, has_window: bool = True) -> Any:
+    """harness.loop.budget.plan_budget for the loop after its first stage window (`elapsed_s`: when that window ends;
+    `w0_phases_s` / `w0_s`: its parts and seconds, measured or predicted; `has_window`: False without stage windows,
+    then none later either), from the twin's predictions of the points and bursts as now planned."""
     D, reps = opts.duration_s, opts.repeats
     finishes = [(f, _last_finish_s(twin, art)) for _, _, f, _, art in state["work"]]
     drain_cap = QUICK_DRAIN_FACTOR if opts.quick else math.inf
@@ -677,22 +725,69 @@ def fit_time_budget(state: dict[str, Any], opts: LoopOptions, twin: Any, slots: 
             burst_cache[n] = sum(_last_finish_s(twin, art) + POINT_OVERHEAD_S for _, art in work.values())
         return burst_cache[n]
 
-    windows = state.get("windows") or []
-    w0 = windows[0] if windows else None
-
     def later_s(k: int) -> float:
-        return later_window_s(w0.phases_s, w0.duration_s, opts.window_reps(0), opts.window_reps(k)) if w0 else 0.0
+        return later_window_s(w0_phases_s, w0_s, opts.window_reps(0), opts.window_reps(k)) if has_window else 0.0
 
     n_cap = settings.get("capacity_requests") or 0
-    default = Layout(max(0, opts.n_windows - 1) if windows else 0, n_cap, D, tuple(opts.rate_fractions))
+    default = Layout(max(0, opts.n_windows - 1) if has_window else 0, n_cap, D, tuple(opts.rate_fractions))
     fixed = frozenset(k for k, v in (("windows", opts.stage_windows), ("bursts", opts.capacity_requests),
                                      ("points", opts.point_duration_s)) if v is not None)
     if tuple(opts.rate_fractions) != DEFAULT_RATE_FRACTIONS:
         fixed |= {"rates"}
-    plan = plan_budget(budget_s=float(opts.budget_s or math.inf), elapsed_s=elapsed_s, default=default, slots=slots,
+    return plan_budget(budget_s=float(opts.budget_s or math.inf), elapsed_s=elapsed_s, default=default, slots=slots,
                        later_window_s=later_s, point_s=point_s,
                        bursts_s=bursts_s, post_s=QUICK_POST_RESERVE_S if opts.quick else POST_RESERVE_S,
                        floor_duration_s=POINT_FLOOR_FRACTION * D, fixed=fixed, min_rates=QUICK_MIN_RATES if opts.quick else None)
+
+
+def plan_stage_windows(state: dict[str, Any], opts: LoopOptions, twin: Any, slots: int, prompt_cache_ram: bool,
+                       elapsed_s: float, settings: dict[str, Any], say: ProgressFn) -> LoopOptions:
+    """Before the first stage window (harness.loop.budget, the last cut but made first): the whole loop predicted by
+    the twin as calibrated, the first window from its requests (`stage_window_groups`), the rest as `fit_time_budget`
+    will plan it; when that is over the budget even at the rest's floors, every window is made lean
+    (`LoopOptions.lean_windows`: prefill and decodes at one rep fewer, the side measurements and copy cases at one).
+    The full loop only, at --reps 3 or more; the estimate and the choice go into settings["window_plan"] and a note."""
+    if not (opts.served and opts.stages) or opts.budget_s is None or opts.quick or opts.reps < 3 or opts.lean_windows:
+        return opts
+
+    def predict(o: LoopOptions) -> tuple[float, Any]:
+        parts = window_s_from_groups(stage_window_groups(o, slots, 0, prompt_cache_ram), lambda g: _group_finish_s(twin, g))
+        w0 = sum(parts.values())
+        return w0, _plan_rest(state, o, twin, slots, elapsed_s + w0, settings, parts, w0)
+
+    w_full, full = predict(opts)
+    out = opts
+    if full.over_s > 0:
+        out = replace(opts, lean_windows=True)
+        w_lean, lean = predict(out)
+        settings["stage_reps"] = [out.window_reps(w) for w in range(out.n_windows)]
+        note = (f"time budget, before the first stage window: the twin as calibrated predicted window 1 at {w_full:.0f} s and the "
+                f"loop at {full.predicted_s / 60:.1f} min even after cutting the rest to its floors, over the "
+                f"{full.budget_s / 60:.1f} min; so every stage window is lean (prefill and decodes at {out.window_reps(0)} reps, "
+                f"{opts.window_reps(0)} in window 1 by default; the side measurements and prompt-cache copy cases at 1 rep, "
+                f"{SIDE_REPS} by default): window 1 predicted at {w_lean:.0f} s, the loop at {lean.predicted_s / 60:.1f} min")
+    else:
+        w_lean, lean = w_full, full
+        note = (f"time budget, before the first stage window: the twin as calibrated predicted window 1 at {w_full:.0f} s and the "
+                f"loop at {full.predicted_s / 60:.1f} min as the rest would be planned, within the {full.budget_s / 60:.1f} min; "
+                "the stage windows keep their reps")
+    settings["window_plan"] = {"window1_full_s": w_full, "loop_full_s": full.predicted_s, "lean": out.lean_windows,
+                               "window1_lean_s": w_lean, "loop_lean_s": lean.predicted_s}
+    state["notes"].append(note)
+    say(note)
+    return out
+
+
+def fit_time_budget(state: dict[str, Any], opts: LoopOptions, twin: Any, slots: int, elapsed_s: float, settings: dict[str, Any],
+                    writer: Any, say: ProgressFn) -> LoopOptions:
+    """Plan the rest of the loop to `opts.budget_s` (harness.loop.budget) after the first stage window: the options
+    with the cut layout; when the bursts, the points' duration or the rates change, the points are set and predicted anew
+    (still from the corrected twin alone). The plan goes into settings["time_budget"] and the notes."""
+    windows = state.get("windows") or []
+    w0 = windows[0] if windows else None
+    plan = _plan_rest(state, opts, twin, slots, elapsed_s, settings, w0.phases_s if w0 else {}, w0.duration_s if w0 else 0.0,
+                      has_window=w0 is not None)
+    default = plan.default
     settings["time_budget"] = plan.to_dict()
     state["notes"].append(plan.note())
     say(state["notes"][-1])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -211,3 +212,140 @@ def test_the_copy_cases_flag_reaches_the_loop_and_the_gpu_loop_refuses_it(monkey
         assert seen[-1].sentinel is want
     assert main(["loop", "gpu", "--config", "vllm-qwen3-8b", "--gpu", "h100-sxm", "--sentinel"]) != 0
     assert "--sentinel are for `harness loop cpu`" in capsys.readouterr().err
+
+
+def test_a_window_is_predicted_from_its_groups():
+    """Each group's finish plus the per-request overhead, the groups one after another, part by part."""
+    from harness.loop.budget import StageGroup, window_s_from_groups
+
+    parts = {"prefill_s": [StageGroup(((512, 33),))] * 3, "side_s": [StageGroup(((32, 8),) * 3 + ((128, 1),), ends_with=3)]}
+    got = window_s_from_groups(parts, lambda g: 4.0 if g.ends_with is None else 1.5, per_request_s=0.1)
+    assert got == {"prefill_s": pytest.approx(3 * (4.0 + 0.1)), "side_s": pytest.approx(1.5 + 4 * 0.1)}
+
+
+def _count_window_requests(monkeypatch, opts, slots, window, cache_ram):
+    """Run the real measure_stage_window with every measure_* replaced by a counter of the requests it would send."""
+    from types import SimpleNamespace
+
+    import harness.loop.run as run_mod
+    from harness.loop.measure import PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, Measured
+
+    sent: dict[str, list[tuple[int, int]]] = {}
+
+    def add(part, reqs):
+        sent.setdefault(part, []).extend(reqs)
+
+    def prefill(url, name, p, vocab, reps, pid=None, threads=1):
+        add("prefill_s", [(p, 1 + PREFILL_DECODE_TOKENS)] * reps)
+        return [], []
+
+    def decode(url, name, b, p, out, vocab, reps, pid=None, threads=1, phase="decode", rep0=0, after_rep=None):
+        for rep in range(rep0, rep0 + reps):
+            add("long_decode_s" if phase == "longdecode" else "decode_s", [(p, out)] * b)
+            if after_rep is not None:
+                after_rep(rep)
+        return Measured(f"decode_tokens_per_s@{b}", 1.0, 1.0, (1.0,), ""), []
+
+    def prompts(url, name, lengths, vocab, reps):
+        add("side_s", [(n, 1) for n in lengths for _ in range(reps)])
+        return []
+
+    def mixed(url, name, cases, vocab, reps, d):
+        add("side_s", [r for p, b, n in cases for _ in range(reps) for r in [(p, 1)] + [(d, n)] * b + [(p, 1)]])
+        return []
+
+    def saves(url, name, cases, vocab, reps, slots):
+        small = (SAVE_PROBE_TOKENS, 1)
+        add("copy_cases_s", [small] * (2 * slots) + [r for _ in range(reps) for c in cases for r in [tuple(c)] + [small] * slots])
+        return []
+
+    for name, f in (("measure_prefill", prefill), ("measure_decode", decode), ("measure_prompts", prompts),
+                    ("measure_mixed_prompts", mixed), ("measure_prompt_saves", saves)):
+        monkeypatch.setattr(run_mod, name, f)
+    sched = SimpleNamespace(slots=slots, n_ctx_slot=2048, prompt_cache_ram=cache_ram)
+    run_mod.measure_stage_window("http://x", "m", opts, 1000, sched, None, 2, window=window)
+    return sent
+
+
+@pytest.mark.parametrize("lean", [False, True])
+def test_the_window_groups_are_the_requests_the_window_sends(monkeypatch, lean):
+    """stage_window_groups mirrors measure_stage_window part by part; at Gemma's defaults the counts are the
+    2026-12-05 04:15 run's (115 requests in window 1, 61 in a later one); lean windows 67 and 44."""
+    from collections import Counter
+
+    import harness.loop.run as run_mod
+
+    opts = LoopOptions(batches=(1, 2, 3, 4), lean_windows=lean)
+    for window in (0, 1):
+        sent = _count_window_requests(monkeypatch, opts, 4, window, True)
+        groups = run_mod.stage_window_groups(opts, 4, window, True)
+        assert {k: Counter(v) for k, v in sent.items()} == \
+            {k: Counter(r for g in gs for r in g.requests) for k, gs in groups.items() if gs}
+        assert sum(len(g.requests) for gs in groups.values() for g in gs) == {(False, 0): 115, (False, 1): 61,
+                                                                             (True, 0): 67, (True, 1): 44}[(lean, window)]
+    assert all(g.ends_with == len(g.requests) - 1 for g in groups["side_s"] if len(g.requests) > 1)  # a mixed case ends with its prompt
+    assert [opts.window_reps(w) for w in (0, 1, 2)] == ([2, 2, 2] if lean else [3, 2, 2]) and opts.side_reps == (1 if lean else 2)
+    no_cache = run_mod.stage_window_groups(opts, 4, 0, False)
+    assert "copy_cases_s" not in no_cache
+
+
+def _window_plan(monkeypatch, budget_min, group_s=5.0, point_s=30.0):
+    import harness.loop.run as run_mod
+
+    monkeypatch.setattr(run_mod, "_group_finish_s", lambda twin, g: group_s)
+    monkeypatch.setattr(run_mod, "_last_finish_s", lambda twin, art: point_s)
+    opts = LoopOptions(batches=(1, 2, 3, 4), time_budget_s=60 * budget_min)
+    art = type("A", (), {"count": 1})()
+    state = {"work": [(i, (512, 64), f, 0.1, art) for i, f in enumerate(opts.rate_fractions)], "notes": []}
+    settings: dict = {"capacity_requests": 20}
+    out = run_mod.plan_stage_windows(state, opts, None, 4, True, 10.0, settings, lambda m: None)
+    return opts, out, state, settings
+
+
+def test_the_windows_are_made_lean_only_when_the_loop_cannot_fit_at_the_rests_floors(monkeypatch):
+    """5 s a group: window 1 at 3 reps is 3 + 4 x 3 + 2 x 2 + 2 + 16 + 38 = 75 groups of 115 requests, 75 x 5 s +
+    115 x 0.05 s; the rest (30 s a point, 8 points, 2 bursts) fits 15 min once cut to its floors, not 12: a budget of 15
+    keeps the windows, one of 12 makes every window lean and says so with both predictions."""
+    opts, out, state, settings = _window_plan(monkeypatch, 15)
+    assert out == opts and not settings["window_plan"]["lean"]
+    assert settings["window_plan"]["window1_full_s"] == pytest.approx(75 * 5.0 + 115 * 0.05)
+    assert settings["window_plan"]["loop_full_s"] <= 15 * 60 and "keep their reps" in state["notes"][-1]
+    opts, out, state, settings = _window_plan(monkeypatch, 12)
+    assert out.lean_windows and not opts.lean_windows and settings["stage_reps"] == [2, 2, 2]
+    wp = settings["window_plan"]
+    assert wp["lean"] and wp["window1_lean_s"] < wp["window1_full_s"] and wp["loop_lean_s"] < wp["loop_full_s"]
+    assert wp["loop_full_s"] > 12 * 60  # over even at the rest's floors
+    note = state["notes"][-1]
+    assert note.startswith("time budget, before the first stage window") and "lean" in note and "at 2 reps" in note
+    for kw in ({"quick": True}, {"reps": 2}, {"time_budget_s": 0}, {"served": False}):  # nothing to cut, or not asked
+        o = LoopOptions(batches=(1, 2), **kw)
+        assert _plan_without_work(o) == o
+
+
+def _plan_without_work(o):
+    import harness.loop.run as run_mod
+
+    return run_mod.plan_stage_windows({"work": [], "notes": []}, o, None, 4, True, 10.0, {}, lambda m: None)
+
+
+def test_the_loop_measures_lean_windows_when_the_budget_asks(tmp_path, monkeypatch):
+    """Against the stand-in llama-server, a full (not --quick) loop whose points are predicted to take 30 s each in a
+    1-minute budget: the windows are made lean before window 1, which then sends the lean window's requests."""
+    pytest.importorskip("gguf")
+    import harness.loop.run as run_mod
+    from test_run import config, fake_binary, quick_opts, write_random_gguf
+
+    c = run_mod.CpuConstants(1, 2e9, {"qkv": {"m": 1, "n": 1, "k": 1, "flops": 1.0, "median_s": 1.0, "flops_per_s": 1.0,
+                                              "cv": 0.0}}, 1e9, 1e6, None, None, None, "test", "known constants")
+    monkeypatch.setattr("harness.loop.run.calibrate_cpu", lambda gm, **kw: c)
+    monkeypatch.setattr("harness.loop.run._last_finish_s", lambda twin, art: 30.0)
+    model = write_random_gguf(tmp_path / "rand.gguf")
+    opts = quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, quick=False, reps=3, stage_windows=2,
+                      capacity_requests=0, time_budget_s=60)
+    r = run_loop(opts, progress=None)
+    assert r.status == "complete" and r.settings["window_plan"]["lean"] and r.settings["stage_reps"] == [2, 2]
+    lean = replace(opts, lean_windows=True)
+    expect = sum(len(g.requests) for gs in run_mod.stage_window_groups(lean, 2, 0, True).values() for g in gs)
+    assert r.stage_windows[0]["requests"] == expect
+    assert any(n.startswith("time budget, before the first stage window") for n in r.notes)
+
