@@ -299,7 +299,10 @@ def _served(r: LoopReport) -> list[str]:
             + "".join(f"; {mix} capacity: {c['step_scale']:.3f}" for mix, c in r.capacity.items() if "step_scale" in c) + "."]
     v = r.verdict
     if v is not None:
-        lines += ["", f"Verdict on held-out, uncontended points: {v.met} of {v.judged} judged figures within target; "
+        head = (f"{v.met} of {v.judged} judged figures within target" if v.judged else
+                "NO VERDICT: no figure could be judged (every point contended, cut at its drain limit, not held out or "
+                "without a completed request: see the notes above), so this run says nothing about the targets")
+        lines += ["", f"Verdict on held-out, uncontended points: {head}; "
                       f"{v.contended_points} of {v.points} points were contended (the engine got < 85 % of its cores while it had work) "
                       "and are excluded."]
         lines += [f"- outside target: {f}" for f in v.failures]

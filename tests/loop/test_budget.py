@@ -349,3 +349,30 @@ def test_the_loop_measures_lean_windows_when_the_budget_asks(tmp_path, monkeypat
     assert r.stage_windows[0]["requests"] == expect
     assert any(n.startswith("time budget, before the first stage window") for n in r.notes)
 
+
+
+def test_the_quick_drain_outlasts_the_twins_own_drain(monkeypatch):
+    """--quick cuts a point's drain at a point duration after its span, or at 1.5 x the twin's predicted drain when
+    longer: on a slow host the fixed limit cancelled every request (2026-12-05 11:35, nothing judged)."""
+    import harness.loop.run as run_mod
+
+    art = type("A", (), {"span_s": 8.0})()
+    monkeypatch.setattr(run_mod, "_last_finish_s", lambda twin, a: 30.0)  # the twin drains 22 s past the span
+    assert run_mod.quick_drain_limit_s(None, art, 8.0) == pytest.approx(1.5 * 22.0)
+    monkeypatch.setattr(run_mod, "_last_finish_s", lambda twin, a: 10.0)  # 2 s: the fixed limit holds
+    assert run_mod.quick_drain_limit_s(None, art, 8.0) == pytest.approx(8.0)
+
+
+def test_the_quick_plan_counts_each_point_to_its_predicted_finish(monkeypatch):
+    """The budget predicts a --quick point to the twin's last finish (its drain is never cut shorter than that), not
+    at the former two point durations: 30 s a point, 8 points, is 8 x (30 + overhead) s of points."""
+    import harness.loop.run as run_mod
+    from harness.loop.budget import POINT_OVERHEAD_S
+
+    monkeypatch.setattr(run_mod, "_last_finish_s", lambda twin, art: 30.0)
+    opts = LoopOptions(batches=(1, 2), quick=True, time_budget_s=3600, rate_fractions=(0.2, 0.5, 0.8, 1.2))
+    art = type("A", (), {"count": 1})()
+    state = {"work": [(i, m, f, 0.1, art) for i, (m, f) in enumerate((m, f) for m in ((512, 64), (128, 256))
+                                                                       for f in opts.rate_fractions)], "notes": []}
+    plan = run_mod._plan_rest(state, opts, None, 4, 10.0, {}, {}, 0.0, has_window=False)
+    assert plan.predicted_s >= 10.0 + 8 * (30.0 + POINT_OVERHEAD_S) - 1e-6

@@ -129,6 +129,12 @@ def test_loop_writes_every_table(tmp_path, fixed_constants):
     n = wide.meas_n
     assert n and n <= by_point[c.point].requests
     assert f"(wider than the target; ~{min(100 * n, 10_000):,}" in render_markdown(replace(r, served_comparisons=rows))
+    # a run where nothing could be judged says so in its verdict, never "0 of 0 within target"
+    from harness.loop.compare import Verdict  # noqa: PLC0415
+
+    none = render_markdown(replace(r, verdict=Verdict(0, 0, 0, len(r.served), ())))
+    assert "Verdict on held-out, uncontended points: NO VERDICT: no figure could be judged" in none
+    assert "0 of 0 judged" not in none
 
 
 def test_capacity_is_measured_with_a_burst_and_predicted_for_the_same_requests(tmp_path, fixed_constants):
