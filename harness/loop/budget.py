@@ -62,7 +62,9 @@ def later_window_s(phases_s: dict[str, float], first_s: float, reps_first: int, 
     return scaled + phases_s.get("side_s", 0.0) + rest
 
 
-STAGE_REQUEST_OVERHEAD_S = 0.05  # a stage request's time outside the twin's (HTTP, the CPU-share reads, waiting for idle slots)
+# a stage request's time outside the twin's (HTTP, the CPU-share reads, waiting for idle slots): an allowance, not fitted
+# (with it the 2026-12-05 07:37 Gemma window 1 was estimated at 202 s against 228 s measured)
+STAGE_REQUEST_OVERHEAD_S = 0.05
 
 
 @dataclass(frozen=True)

@@ -560,15 +560,15 @@ def stage_window_groups(opts: LoopOptions, slots: int, window: int, prompt_cache
 def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, int], float, float, Any]], state: dict[str, Any],
                    twin: Any, duration_s: float, writer: Any, pid: int | None, threads: int, say: ProgressFn,
                    alive: Callable[[], None] = lambda: None, fit_to_tokenizer: bool = False,
-                   drain_limit_s: float | Callable[[Any], float] | None = None,
+                   drain_limit_s: Callable[[Any], float] | None = None,
                    probe: "SpeedProbe | None" = None, repeats: int = 1, after_point: Callable[[int], None] = lambda pt: None,
                    settle: Callable[[], None] | None = None) -> None:
     """Run every served point with the load generator; results go into state["measurements"] and the loop_served table
     (the workload as sent, fitted to the tokenizer, into state["artifacts"]); `after_point(point)` runs after each and
     `settle()` before each measurement (`settle_slots`: the engine's slots put in the twin's LRU order, their states
     copied to its prompt cache first).
-    `drain_limit_s` bounds each point's drain (--quick), a number or a function of the point's workload artifact
-    (`quick_drain_limit_s`): requests still running then are cancelled and the point is cut."""
+    `drain_limit_s`, a function of the point's workload artifact giving seconds (`quick_drain_limit_s`), bounds each
+    point's drain (--quick): requests still running then are cancelled and the point is cut."""
     from harness.target.twin import predict_point, requests_from_rows  # noqa: PLC0415
     from workloads.artifact import WorkloadArtifact, save_artifact  # noqa: PLC0415
 
@@ -589,7 +589,7 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
             if writer:
                 writer.append("loop_prediction", [prediction_row(state["served"][pt], revision=3)])
         path = save_artifact(art, wd)
-        limit_s = drain_limit_s(art) if callable(drain_limit_s) else drain_limit_s
+        limit_s = drain_limit_s(art) if drain_limit_s is not None else None
         ms = []
         for rep in range(repeats):
             if rep:  # same arrivals and lengths, other words: an identical prompt would hit the engine's prompt cache
@@ -681,16 +681,24 @@ def prediction_row(p: ServedPoint, **extra: Any) -> dict[str, Any]:
     return {k: v for k, v in p.to_dict().items() if k != "measured"} | p.predicted | extra
 
 
-def _last_finish_s(twin: Any, art: Any) -> float:
-    """The twin's last finish (s from the first intended send) for a workload artifact, at least its span."""
+def _twin_finish_s(twin: Any, requests: Sequence[Any], only: int | None = None) -> float:
+    """The twin's last finish of `requests` (harness.target.des.ArrivingRequest; of request `only` alone when given),
+    0 when none finishes."""
     import numpy as np  # noqa: PLC0415
 
     from harness.target.des import simulate  # noqa: PLC0415
+
+    done = simulate(twin.make_scheduler, list(requests)).finished_s
+    done = done[[only]] if only is not None else done
+    done = done[np.isfinite(done)]
+    return float(done.max()) if done.size else 0.0
+
+
+def _last_finish_s(twin: Any, art: Any) -> float:
+    """The twin's last finish (s from the first intended send) for a workload artifact, at least its span."""
     from harness.target.twin import requests_from_rows  # noqa: PLC0415
 
-    run = simulate(twin.make_scheduler, requests_from_rows(art.rows))
-    done = run.finished_s[np.isfinite(run.finished_s)]
-    return max(float(art.span_s), float(done.max()) if done.size else 0.0)
+    return max(float(art.span_s), _twin_finish_s(twin, requests_from_rows(art.rows)))
 
 
 def quick_drain_limit_s(twin: Any, art: Any, duration_s: float) -> float:
@@ -703,23 +711,36 @@ def quick_drain_limit_s(twin: Any, art: Any, duration_s: float) -> float:
 
 def _group_finish_s(twin: Any, g: StageGroup) -> float:
     """The twin's finish of a stage window's group (harness.loop.budget.StageGroup), every request sent at once."""
-    import numpy as np  # noqa: PLC0415
+    from harness.target.des import ArrivingRequest  # noqa: PLC0415
 
-    from harness.target.des import ArrivingRequest, simulate  # noqa: PLC0415
+    return _twin_finish_s(twin, [ArrivingRequest(0.0, int(p), int(o)) for p, o in g.requests], g.ends_with)
 
-    run = simulate(twin.make_scheduler, [ArrivingRequest(0.0, int(p), int(o)) for p, o in g.requests])
-    done = run.finished_s if g.ends_with is None else run.finished_s[[g.ends_with]]
-    done = done[np.isfinite(done)]
-    return float(done.max()) if done.size else 0.0
+
+def _rest_finishes(state: dict[str, Any], opts: LoopOptions, twin: Any) -> tuple[list[tuple[float, float]], Callable[[int], float]]:
+    """What `_plan_rest` predicts the rest from, by the twin: each planned point's (rate fraction, last finish) and the
+    capacity bursts' seconds by burst size (cached)."""
+    finishes = [(f, _last_finish_s(twin, art)) for _, _, f, _, art in state["work"]]
+    first_burst_point = len(opts.mixes) * len(opts.rate_fractions)
+    burst_cache: dict[int, float] = {}
+
+    def bursts_s(n: int) -> float:
+        if n not in burst_cache:
+            work = capacity_work(opts.mixes, n, opts.seed, first_point=first_burst_point)
+            burst_cache[n] = sum(_last_finish_s(twin, art) + POINT_OVERHEAD_S for _, art in work.values())
+        return burst_cache[n]
+
+    return finishes, bursts_s
 
 
 def _plan_rest(state: dict[str, Any], opts: LoopOptions, twin: Any, slots: int, elapsed_s: float, settings: dict[str, Any],
-               w0_phases_s: dict[str, float], w0_s: float, has_window: bool = True) -> Any:
+               w0_phases_s: dict[str, float], w0_s: float, has_window: bool = True,
+               finishes: tuple[list[tuple[float, float]], Callable[[int], float]] | None = None) -> Any:
     """harness.loop.budget.plan_budget for the loop after its first stage window (`elapsed_s`: when that window ends;
     `w0_phases_s` / `w0_s`: its parts and seconds, measured or predicted; `has_window`: False without stage windows,
-    then none later either), from the twin's predictions of the points and bursts as now planned."""
+    then none later either), from the twin's predictions of the points and bursts as now planned (`finishes`:
+    `_rest_finishes`, when the caller plans the same rest more than once)."""
     D, reps = opts.duration_s, opts.repeats
-    finishes = [(f, _last_finish_s(twin, art)) for _, _, f, _, art in state["work"]]
+    finishes, bursts_s = finishes or _rest_finishes(state, opts, twin)
 
     def point_s(d: float, rates: tuple[float, ...]) -> list[float]:
         out = []
@@ -730,15 +751,6 @@ def _plan_rest(state: dict[str, Any], opts: LoopOptions, twin: Any, slots: int, 
             # --quick cuts the drain at quick_drain_limit_s, never shorter than the twin's own drain: the point as predicted
             out.append(reps * (max(t, 0.0) + POINT_OVERHEAD_S))
         return out
-
-    first_burst_point = len(opts.mixes) * len(opts.rate_fractions)
-    burst_cache: dict[int, float] = {}
-
-    def bursts_s(n: int) -> float:
-        if n not in burst_cache:
-            work = capacity_work(opts.mixes, n, opts.seed, first_point=first_burst_point)
-            burst_cache[n] = sum(_last_finish_s(twin, art) + POINT_OVERHEAD_S for _, art in work.values())
-        return burst_cache[n]
 
     def later_s(k: int) -> float:
         return later_window_s(w0_phases_s, w0_s, opts.window_reps(0), opts.window_reps(k)) if has_window else 0.0
@@ -765,10 +777,13 @@ def plan_stage_windows(state: dict[str, Any], opts: LoopOptions, twin: Any, slot
     if not (opts.served and opts.stages) or opts.budget_s is None or opts.quick or opts.reps < 3 or opts.lean_windows:
         return opts
 
+    group_s = functools.cache(lambda g: _group_finish_s(twin, g))  # a window repeats its groups; lean and full share them
+    rest = _rest_finishes(state, opts, twin)  # the points and bursts are the same for both plans
+
     def predict(o: LoopOptions) -> tuple[float, Any]:
-        parts = window_s_from_groups(stage_window_groups(o, slots, 0, prompt_cache_ram), lambda g: _group_finish_s(twin, g))
+        parts = window_s_from_groups(stage_window_groups(o, slots, 0, prompt_cache_ram), group_s)
         w0 = sum(parts.values())
-        return w0, _plan_rest(state, o, twin, slots, elapsed_s + w0, settings, parts, w0)
+        return w0, _plan_rest(state, o, twin, slots, elapsed_s + w0, settings, parts, w0, finishes=rest)
 
     w_full, full = predict(opts)
     out = opts
