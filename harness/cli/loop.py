@@ -72,8 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "20th and 80th percentile completion over the mean output, predicted for the same requests (default 5 x slots; "
                              "0 = no burst, the default with --quick: capacity is then read from the overloaded point)")
     parser.add_argument("--repeats", type=int, default=1,
-                        help="cpu: measure each served point's workload this many times back to back (1-10); the median is "
-                             "compared and each judged figure's spread over the repeats is shown beside its error (default 1)")
+                        help="cpu: measure each served point's workload and each capacity burst this many times back to back "
+                             "(1-10); the median is compared, each judged figure's spread over the repeats is shown beside its "
+                             "error, and the verdict says how often one repeat reproduces another within target on this host "
+                             "(default 1)")
     parser.add_argument("--probe", action="store_true",
                         help="cpu: time a 24-token batch-1 request after the stages and before each served point, and scale the "
                              "twin's steps for that point by it (experimental: it did not help on 2026-12-01, docs/loop-cpu.md)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from harness.loop.measure import MEASURED_MEDIAN_CONFIDENCE, CpuShare, Measured
@@ -119,6 +119,8 @@ class ServedComparison:
     meas_n: int | None = None  # how many requests that interval was taken over
     sentinel_scale: float | None = None  # the host sentinel's CPU time per read during the point over the stage windows'
     at_sentinel: float | None = None  # (harness.telemetry.sentinel) and the same twin's figure with every step × it
+    repeat_values: tuple[float, ...] | None = None  # each repeat's figure when the workload was measured back to back
+    # (--repeats), in order; `measured` is their median
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -180,6 +182,29 @@ class ServedComparison:
         return bool(self.meas_lo <= self.predicted <= self.meas_hi)
 
     @property
+    def repeat_agreement(self) -> float | None:
+        """The engine against itself: of the ordered pairs of repeats (i, j), i ≠ j, the share where repeat i taken as the
+        prediction of repeat j is within target (None: under 2 repeats or no target). Back to back on the same
+        workload, no model term enters: it says how closely this host reproduces the figure at the target's tolerance.
+        Not a ceiling on the verdict: the verdict judges against the repeats' median, whose noise is smaller than one
+        repeat's, and an exact prediction sits between the repeats rather than on one of them."""
+        v = [x for x in (self.repeat_values or ()) if x is not None and math.isfinite(x) and x > 0]
+        if len(v) < 2 or self.target_pct is None:
+            return None
+        pairs = [(a, b) for i, a in enumerate(v) for j, b in enumerate(v) if i != j]
+        return sum(1 for a, b in pairs if abs(a / b - 1) * 100.0 <= self.target_pct) / len(pairs)
+
+    @property
+    def repeats_apart(self) -> bool | None:
+        """The repeats lie so far apart that no single figure is within target of every one of them (the highest over
+        the lowest past (1 + t) / (1 − t)); None under 2 repeats or no target."""
+        v = [x for x in (self.repeat_values or ()) if x is not None and math.isfinite(x) and x > 0]
+        if len(v) < 2 or self.target_pct is None:
+            return None
+        t = self.target_pct / 100.0
+        return bool(max(v) / min(v) > (1 + t) / (1 - t))
+
+    @property
     def ill_conditioned(self) -> bool | None:
         """A change of CONDITION_STEP_PCT % in every step time moves the twin's own prediction beyond the target (None:
         not computed, or no target). A property of the prediction alone: the measurement does not enter it."""
@@ -227,9 +252,10 @@ def compare_served(mix: str, point: int, rate: float, fraction: float, pred: Any
                                                            f"{sp:.0f} % of the median{', wider than the target' if sp > 2 * tgt else ''})") if x)
         field = MEASURED_MEDIAN_INTERVALS.get(metric)
         iv = getattr(meas, f"{field}_s", None) if field else None
+        rv = (tuple(getattr(r, metric) for r in repeats) if repeats and len(repeats) > 1 and tgt is not None else None)
         out.append(ServedComparison(mix, point, rate, fraction, metric, p, m, e, held_out, meas.contended, meas.engine_cpu_share, tgt, met,
                                     row_note, meas_lo=iv[0] if iv else None, meas_hi=iv[1] if iv else None,
-                                    meas_n=getattr(meas, f"{field}_n", None) if iv else None))
+                                    meas_n=getattr(meas, f"{field}_n", None) if iv else None, repeat_values=rv))
     return out
 
 
@@ -260,17 +286,27 @@ def compare_capacity(mix: str, point: int, rate: float, fraction: float, predict
 
 
 def compare_capacity_burst(mix: str, point: int, n_requests: int, predicted_rps: float, meas: Any, *,
-                           held_out: bool = True) -> ServedComparison:
+                           held_out: bool = True, repeats: list[Any] | None = None) -> ServedComparison:
     """Predicted capacity against the capacity measurement: `n_requests` requests sent at once (offered rate
     unbounded, so rate and fraction are inf), requests/s by harness.target.saturation (output tokens between the 20th
     and 80th percentile completion over the mean output); the twin predicted the same statistic for the same requests.
     Judged when every request completed and the engine was not contended; a burst with failures is reported, not
-    judged."""
-    complete = meas.requests_ok >= n_requests
+    judged. With `repeats` (the same burst sent again back to back), `meas` is their median and each repeat's figure is
+    kept beside it."""
+    sent = n_requests * (len(repeats) if repeats else 1)
+    complete = meas.requests_ok >= sent
     note = (f"measured: output tokens/s between the 20th and 80th percentile completion of {n_requests} requests sent at once, "
             "over the mean output (the twin predicts the same statistic for the same requests)"
-            + ("" if complete else f"; only {meas.requests_ok} of {n_requests} completed ({meas.errors_by_class}), not judged"))
-    return _capacity_row(mix, point, math.inf, math.inf, predicted_rps, meas, note, complete, held_out)
+            + ("" if complete else f"; only {meas.requests_ok} of {sent} completed ({meas.errors_by_class}), not judged"))
+    row = _capacity_row(mix, point, math.inf, math.inf, predicted_rps, meas, note, complete, held_out)
+    if repeats and len(repeats) > 1:
+        vals = tuple(r.saturated_rps for r in repeats)
+        sp = repeat_spread_pct(list(vals))
+        shown = ", ".join("—" if v is None else f"{v:.3f}/s" for v in vals)
+        extra = (f"{len(repeats)} repeats of the same burst: {shown}" + ("" if sp is None else f" (spread {sp:.0f} % of the median"
+                 f"{', wider than the target' if sp > 2 * row.target_pct else ''})"))  # type: ignore[operator]
+        row = replace(row, note=f"{row.note}; {extra}", repeat_values=vals)
+    return row
 
 
 @dataclass(frozen=True)
@@ -388,6 +424,39 @@ def precision_summary(rows: list[ServedComparison]) -> PrecisionSummary | None:
     miss = [r for r in judged if not r.met]
     return PrecisionSummary(len(judged), sum(1 for r in judged if r.meas_lo is None), sum(1 for r in judged if r.measured_precise),
                             len(miss), sum(1 for r in miss if r.predicted_in_measured_interval))
+
+
+@dataclass(frozen=True)
+class RepeatabilitySummary:
+    """The judged figures measured more than once back to back (ServedComparison.repeat_agreement, repeats_apart): how
+    often the engine reproduces its own figure within target on this host, read beside the verdict."""
+
+    judged: int  # judged figures with ≥ 2 repeats
+    repeats: int  # the most repeats any of them has
+    agreement: float  # the mean over them of repeat_agreement: the expected count within target is agreement × judged
+    apart: int  # of them, with repeats so far apart that no single figure is within target of all
+    met: int  # of them, within target as predicted (the verdict's count over the same figures)
+
+    def counts_text(self) -> str:
+        """The counts, as the report's verdict line and the run's note both give them."""
+        return (f"of the {self.judged} judged figures measured {self.repeats} times back to back, one repeat taken as the "
+                f"prediction of another is within target for {self.agreement:.0%} of the pairs (as if {self.agreement * self.judged:.1f} "
+                f"of {self.judged} figures within target), and {self.apart} have repeats so far apart that no single "
+                f"figure is within target of them all; the twin's prediction: {self.met} of {self.judged} within target of "
+                "the repeats' median (a median is steadier than one repeat)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def repeatability_summary(rows: list[ServedComparison]) -> RepeatabilitySummary | None:
+    """None when no judged row was measured more than once."""
+    judged = [r for r in rows if r.met is not None and r.repeat_agreement is not None]
+    if not judged:
+        return None
+    return RepeatabilitySummary(len(judged), max(len(r.repeat_values or ()) for r in judged),
+                                sum(r.repeat_agreement for r in judged) / len(judged),  # type: ignore[misc]
+                                sum(1 for r in judged if r.repeats_apart), sum(1 for r in judged if r.met))
 
 
 def served_verdict(rows: list[ServedComparison]) -> Verdict:

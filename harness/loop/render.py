@@ -7,7 +7,7 @@ import statistics
 from typing import Any
 
 from harness.loop.compare import (CONDITION_STEP_PCT, MEASURED_MEDIAN_CONFIDENCE, _is_time, band_summary, condition_summary,
-                                  precision_summary, repeat_spread_pct, speed_summary)
+                                  precision_summary, repeat_spread_pct, repeatability_summary, speed_summary)
 from harness.loop.report import LoopReport
 from harness.units import fmt_ms, fmt_num
 
@@ -330,5 +330,8 @@ def _served(r: LoopReport) -> list[str]:
         ps = precision_summary(list(r.served_comparisons))
         if ps is not None:
             lines += [f"- measurement precision ({MEASURED_MEDIAN_CONFIDENCE:.0%} distribution-free interval): {ps.counts_text()}"]
+        rs = repeatability_summary(list(r.served_comparisons))
+        if rs is not None:
+            lines += [f"- repeatability (the engine against itself, not a prediction): {rs.counts_text()}"]
     return lines
 

@@ -31,7 +31,7 @@ from harness.loop.budget import (FULL_BUDGET_S, POINT_FLOOR_FRACTION, POINT_OVER
 from harness.loop.calibrate import CpuConstants, calibrate_cpu, step_times
 from harness.loop.compare import (CONDITION_STEP_PCT, MEASURED_MEDIAN_CONFIDENCE, TARGETS_PCT, ServedComparison, band_summary,
                                   compare, compare_capacity, compare_capacity_burst, compare_served, condition_summary,
-                                  precision_summary, served_verdict, speed_summary)
+                                  precision_summary, repeatability_summary, served_verdict, speed_summary)
 from harness.loop.measure import (MIXED_PROMPT_SLOT, PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, ServedMeasurement, combine_repeats,
                                   completion_body, fit_prompts, measure_decode, measure_mixed_prompts, measure_prefill,
                                   measure_prompt_saves, measure_prompts, measure_served, mixed_alone_prompt_s, mixed_decode_slots,
@@ -409,7 +409,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                                repeats=opts.repeats, after_point=after_point, settle=settle)
                 measure_capacity(url, served_name, state, opts.duration_s, writer, pid, threads, say,
                                  alive=lambda: _alive(eng, proc), fit_to_tokenizer=True, probe=probe, twin=twin,
-                                 after_point=after_point, settle=settle)
+                                 after_point=after_point, settle=settle, repeats=opts.repeats)
             except BaseException:
                 _stop_sentinel(state)
                 # did the engine die by itself? (checked before the context manager stops it; a dying process
@@ -430,6 +430,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
         host_speed(state, opts, say)
         sentinel_speed(state, opts, say)
         measurement_precision(state, say)
+        measurement_repeatability(state, say)
     except (HarnessError, KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - keep the partial run, then re-raise
         err = f"{type(exc).__name__}: {exc}" if not isinstance(exc, HarnessError) else str(exc)
         eng_proc = state.get("engine_died")
@@ -726,7 +727,7 @@ def _rest_finishes(state: dict[str, Any], opts: LoopOptions, twin: Any) -> tuple
     def bursts_s(n: int) -> float:
         if n not in burst_cache:
             work = capacity_work(opts.mixes, n, opts.seed, first_point=first_burst_point)
-            burst_cache[n] = sum(_last_finish_s(twin, art) + POINT_OVERHEAD_S for _, art in work.values())
+            burst_cache[n] = opts.repeats * sum(_last_finish_s(twin, art) + POINT_OVERHEAD_S for _, art in work.values())
         return burst_cache[n]
 
     return finishes, bursts_s
@@ -856,12 +857,13 @@ def _burst_artifacts(state: dict[str, Any]) -> dict[str, Any]:
 def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration_s: float, writer: Any, pid: int | None,
                      threads: int, say: ProgressFn, alive: Callable[[], None] = lambda: None, fit_to_tokenizer: bool = False,
                      probe: "SpeedProbe | None" = None, twin: Any = None, after_point: Callable[[int], None] = lambda pt: None,
-                     settle: Callable[[], None] | None = None) -> None:
+                     settle: Callable[[], None] | None = None, repeats: int = 1) -> None:
     """Send each mix's capacity burst (state["capacity_work"]) with the load generator; the measurement goes into
     state["capacity_measurements"][mix] = (point, requests, ServedMeasurement) and a loop_served row (kind
     capacity-burst), the burst as sent into state["capacity_sent"][mix]; `after_point(point)` runs after each, `settle()`
-    before each."""
-    from workloads.artifact import save_artifact  # noqa: PLC0415
+    before each. With `repeats` > 1 each burst is sent that many times back to back (fresh prompt words, as the points'
+    repeats): the measurement is their median, each repeat in state["repeats"][point]."""
+    from workloads.artifact import WorkloadArtifact, save_artifact  # noqa: PLC0415
 
     bursts = state.get("capacity_work") or {}
     load_root = str(Path(writer.path) / "load") if writer else tempfile.mkdtemp(prefix="harness-loop-load-")
@@ -880,17 +882,31 @@ def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration
             state["capacity"][name] = {**burst_capacity(scaled_twin(twin, scale), art), "step_scale": scale}
         path = save_artifact(art, wd)
         wait_s = 3.0 * art.count / cap + 60.0  # the last request waits for all before it
-        if settle is not None:
-            settle()
-        wall0 = time.time()
-        m = measure_served(url, served_name, name, math.inf, str(path), 0.0, load_root, wd, pid, threads,
-                           request_timeout_s=max(120.0, 4 * duration_s, wait_s))
-        state.setdefault("point_wall", {}).setdefault(pt, []).append((wall0, time.time()))
-        alive()
+        ms = []
+        for rep in range(repeats):
+            if rep:  # as measure_points' repeats: the same lengths, other words (unique per burst and repeat)
+                say(f"  repeat {rep + 1}/{repeats} of the same burst (fresh prompt words)")
+                rows = fresh_prompts(art.rows, salt=1000 * pt + rep)
+                if fit_to_tokenizer:
+                    rows, _ = fit_prompts(url, rows)
+                wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
+                path = save_artifact(WorkloadArtifact(art.name, rows, {**art.meta, "repeat": rep}), wd)
+            if settle is not None:
+                settle()
+            wall0 = time.time()
+            ms.append(measure_served(url, served_name, name, math.inf, str(path), 0.0, load_root, wd, pid, threads,
+                                     request_timeout_s=max(120.0, 4 * duration_s, wait_s)))
+            state.setdefault("point_wall", {}).setdefault(pt, []).append((wall0, time.time()))
+            alive()
+            if writer:
+                writer.append("loop_served", [ms[-1].to_dict() | {"point": pt, "repeat": rep}])
+            if _unreachable(ms[-1]):
+                break
+        m = combine_repeats(ms)
+        if repeats > 1:
+            state.setdefault("repeats", {})[pt] = ms
         _refuse_unreachable(m, f"the {name} capacity burst", url)
         state.setdefault("capacity_measurements", {})[name] = (pt, art.count, m)
-        if writer:
-            writer.append("loop_served", [m.to_dict() | {"point": pt, "repeat": 0}])
         after_point(pt)
 
 
@@ -1563,7 +1579,7 @@ def host_speed(state: dict[str, Any], opts: LoopOptions, say: ProgressFn = lambd
             clamped += [p.point] if fit[1] else []
         for name, (pt, _, m) in (state.get("capacity_measurements") or {}).items():
             tw, sent = _burst_twin(state, pt), _burst_sent(state, name)
-            fit = fit_speed(tw, requests_from_rows(sent.rows), measured_e2e([m]))
+            fit = fit_speed(tw, requests_from_rows(sent.rows), measured_e2e(reps.get(pt) or [m]))
             if fit is not None:
                 speed[(pt, "capacity_rps")] = (fit[0], burst_capacity(step_scaled(tw, fit[0]), sent)["requests_per_s"])
                 clamped += [pt] if fit[1] else []
@@ -1686,6 +1702,18 @@ def measurement_precision(state: dict[str, Any], say: ProgressFn = lambda m: Non
     say(state["notes"][-1])
 
 
+def measurement_repeatability(state: dict[str, Any], say: ProgressFn = lambda m: None) -> None:
+    """With --repeats: a note on how closely the engine reproduces itself back to back on the same workload
+    (harness.loop.compare.repeatability_summary): the host's own drift and the sample's noise over minutes, at the
+    targets' tolerance. Reads the measurements only; never judges."""
+    rs = repeatability_summary(served_rows(state))
+    if rs is None:
+        return
+    state["notes"].append(f"repeatability (the engine against itself on the same workload, back to back, no model term): "
+                          f"{rs.counts_text()}")
+    say(state["notes"][-1])
+
+
 def _alive(eng: Any, proc: Any) -> None:
     """The engine must still be running; a crash mid-loop is an error with its log tail."""
     if proc is not None and proc.poll() is not None:
@@ -1717,7 +1745,8 @@ def served_rows(state: dict[str, Any]) -> list[ServedComparison]:
         burst = state.get("capacity_measurements", {}).get(mix)
         if burst is not None:
             pt, n, m = burst
-            rows.append(compare_capacity_burst(mix, pt, n, state["capacity"][mix]["requests_per_s"], m))
+            rows.append(compare_capacity_burst(mix, pt, n, state["capacity"][mix]["requests_per_s"], m,
+                                               repeats=state.get("repeats", {}).get(pt)))
             continue
         top = max(pts, key=lambda p: p.rate_fraction_of_capacity)
         m = state["measurements"].get(top.point)
@@ -1745,7 +1774,8 @@ def served_steps(state: dict[str, Any], twin: Any, say: ProgressFn = lambda m: N
     reps = state.get("repeats") or {}
     items = [(p.point, p.mix, state.get("artifacts", {}).get(p.point), m) for p in state["served"]
              for m in (reps.get(p.point) or [state["measurements"].get(p.point)])]
-    items += [(pt, mix, _burst_sent(state, mix), m) for mix, (pt, _, m) in (state.get("capacity_measurements") or {}).items()]
+    items += [(pt, mix, _burst_sent(state, mix), m) for mix, (pt, _, m0) in (state.get("capacity_measurements") or {}).items()
+              for m in (reps.get(pt) or [m0])]
     point_twins = state.get("point_twins") or {}
     by_mix: dict[str, tuple[list[Any], list[Any]]] = {}
     # per artifact, the twin's token instants per request and their iterations: the repeats of a point share arrivals

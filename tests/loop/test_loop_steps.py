@@ -306,6 +306,51 @@ def test_repeats_are_combined_by_median_and_their_spread_shown():
         LoopOptions(repeats=0)
 
 
+def test_repeatability_counts_how_often_the_engine_predicts_itself_within_target():
+    """Each repeat taken as the prediction of every other (ordered pairs): 1.00/1.08 is within 10 % both ways, 1.0/1.3
+    neither way; three repeats 1.0, 1.05, 1.3: 2 of the 6 ordered pairs. Repeats more than (1+t)/(1−t) apart leave no
+    prediction within target of them all."""
+    from harness.loop.compare import ServedComparison, repeatability_summary
+
+    def row(pred, reps, metric="ttft_p50_s", tgt=10.0):
+        meas = sorted(reps)[len(reps) // 2] if len(reps) % 2 else sum(sorted(reps)[len(reps) // 2 - 1:len(reps) // 2 + 1]) / 2
+        e = (pred - meas) / meas * 100
+        return ServedComparison("m", 0, 1.0, 0.5, metric, pred, meas, e, True, False, 0.97, tgt, abs(e) <= tgt, "",
+                                repeat_values=tuple(reps))
+
+    close, far, three = row(1.0, [1.0, 1.08]), row(1.0, [1.0, 1.3]), row(1.05, [1.0, 1.05, 1.3])
+    assert close.repeat_agreement == 1.0 and far.repeat_agreement == 0.0 and three.repeat_agreement == pytest.approx(2 / 6)
+    assert close.repeats_apart is False and far.repeats_apart is True  # 1.3 > 1.1/0.9 = 1.222
+    assert row(1.0, [1.0, 1.2]).repeats_apart is False  # 1.1 is within 10 % of both 1.0 and 1.2
+    cap = row(1.0, [1.0, 1.04], metric="capacity_rps", tgt=5.0)
+    assert cap.repeat_agreement == 1.0 and row(1.0, [1.0, 1.06], metric="capacity_rps", tgt=5.0).repeat_agreement == 0.0
+    rs = repeatability_summary([close, far, three, row(1.0, [1.0])])  # a single "repeat" is no repeatability
+    assert (rs.judged, rs.repeats, rs.apart, rs.met) == (3, 3, 2, 2)
+    assert rs.agreement == pytest.approx((1 + 0 + 2 / 6) / 3)
+    assert "within target for 44% of the pairs (as if 1.3 of 3 figures" in rs.counts_text() and "2 of 3 within target of" in rs.counts_text()
+    assert repeatability_summary([row(1.0, [1.0])]) is None
+    rows = compare_served("512/64", 0, 1.0, 0.5, _Fig(ttft_p50_s=1.1, tpot_p50_s=0.05), _Fig(ttft_p50_s=1.2, tpot_p50_s=0.05),
+                          repeats=[_Fig(ttft_p50_s=1.0, tpot_p50_s=0.05), _Fig(ttft_p50_s=1.4, tpot_p50_s=0.05)])
+    by = {r.metric: r for r in rows}
+    assert by["ttft_p50_s"].repeat_values == (1.0, 1.4) and by["ttft_p50_s"].repeat_agreement == 0.0
+    assert by["tpot_p50_s"].repeat_agreement == 1.0 and by["e2e_p50_s"].repeat_values is None  # judged figures only
+
+
+def test_a_repeated_burst_is_judged_on_the_median_when_every_repeat_completed():
+    from harness.loop.compare import compare_capacity_burst
+
+    reps = [_Fig(saturated_rps=0.20, requests_ok=16), _Fig(saturated_rps=0.22, requests_ok=16)]
+    row = compare_capacity_burst("512/64", 8, 16, 0.2, _Fig(saturated_rps=0.21, requests_ok=32, errors_by_class={"ok": 32}),
+                                 repeats=reps)
+    assert row.repeat_values == (0.20, 0.22) and row.met is True and "2 repeats of the same burst: 0.200/s, 0.220/s" in row.note
+    assert row.repeat_agreement == 0.0  # 0.20 and 0.22 are 10 % apart: neither within 5 % of the other
+    short = compare_capacity_burst("512/64", 8, 16, 0.2, _Fig(saturated_rps=0.21, requests_ok=31, errors_by_class={"ok": 31}),
+                                   repeats=reps)
+    assert short.met is None and "only 31 of 32 completed" in short.note
+    single = compare_capacity_burst("512/64", 8, 16, 0.2, _Fig(saturated_rps=0.21, requests_ok=16, errors_by_class={"ok": 16}))
+    assert single.met is True and single.repeat_values is None
+
+
 def test_a_miss_within_the_single_windows_band_is_counted_as_host_drift():
     from harness.loop.compare import ServedComparison, band_summary
 

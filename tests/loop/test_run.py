@@ -153,15 +153,25 @@ def test_capacity_is_measured_with_a_burst_and_predicted_for_the_same_requests(t
     assert "| 48/6 | all at once | ∞ | 12 |" in md and "capacity burst" in md
 
 
-def test_repeats_measure_each_point_again_and_show_the_spread(tmp_path, fixed_constants):
+def test_repeats_measure_each_point_again_and_show_the_spread(tmp_path, fixed_constants, monkeypatch):
+    from harness.loop.measure import CpuShare
+
+    monkeypatch.setattr(CpuShare, "SHARE_OK", 0.0)  # the stand-in engine sleeps: judged, so the repeatability is said
     model = write_random_gguf(tmp_path / "rand.gguf")
-    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, repeats=2, rate_fractions=(0.3,)),
-                 progress=None)
+    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, repeats=2, rate_fractions=(0.3,),
+                            capacity_requests=10), progress=None)
     assert r.status == "complete"
     served = Run(r.run_dir).table("loop_served")
-    assert sorted(served["repeat"]) == [0, 1] and set(served["point"]) == {0}
+    assert sorted(served["repeat"]) == [0, 0, 1, 1] and set(served["point"]) == {0, 1}  # the point and the burst, twice each
+    cap = next(c for c in r.served_comparisons if c.metric == "capacity_rps")
+    assert "2 repeats of the same burst" in cap.note and len(cap.repeat_values) == 2 and "completed" not in cap.note
+    assert cap.measured == pytest.approx(sum(cap.repeat_values) / 2)  # the median of two
+    assert len({str(p) for p in Path(r.run_dir).glob("load/*/*")}) == 4  # one load run per repeat
     ttft = next(c for c in r.served_comparisons if c.metric == "ttft_p50_s")
     assert "2 repeats of the same workload" in ttft.note
+    assert len(ttft.repeat_values) == 2 and ttft.repeat_agreement in (0.0, 0.5, 1.0)
+    assert any(n.startswith("repeatability (the engine against itself") for n in r.notes)
+    assert "- repeatability (the engine against itself, not a prediction): of the" in render_markdown(r)
     assert r.served[0].measured["requests_ok"] == 2 * r.served[0].requests
     # the repeat sends other words of the same lengths (an identical prompt would be served from the prompt cache)
     from harness.loop.run import fresh_prompts
