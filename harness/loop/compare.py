@@ -181,6 +181,11 @@ class ServedComparison:
             return None
         return bool(self.meas_lo <= self.predicted <= self.meas_hi)
 
+    def _repeats(self) -> list[float] | None:
+        """The repeats' finite positive figures, when there are at least 2 and a target (else None)."""
+        v = [x for x in (self.repeat_values or ()) if x is not None and math.isfinite(x) and x > 0]
+        return v if len(v) >= 2 and self.target_pct is not None else None
+
     @property
     def repeat_agreement(self) -> float | None:
         """The engine against itself: of the ordered pairs of repeats (i, j), i ≠ j, the share where repeat i taken as the
@@ -188,8 +193,8 @@ class ServedComparison:
         workload, no model term enters: it says how closely this host reproduces the figure at the target's tolerance.
         Not a ceiling on the verdict: the verdict judges against the repeats' median, whose noise is smaller than one
         repeat's, and an exact prediction sits between the repeats rather than on one of them."""
-        v = [x for x in (self.repeat_values or ()) if x is not None and math.isfinite(x) and x > 0]
-        if len(v) < 2 or self.target_pct is None:
+        v = self._repeats()
+        if v is None:
             return None
         pairs = [(a, b) for i, a in enumerate(v) for j, b in enumerate(v) if i != j]
         return sum(1 for a, b in pairs if abs(a / b - 1) * 100.0 <= self.target_pct) / len(pairs)
@@ -198,10 +203,10 @@ class ServedComparison:
     def repeats_apart(self) -> bool | None:
         """The repeats lie so far apart that no single figure is within target of every one of them (the highest over
         the lowest past (1 + t) / (1 − t)); None under 2 repeats or no target."""
-        v = [x for x in (self.repeat_values or ()) if x is not None and math.isfinite(x) and x > 0]
-        if len(v) < 2 or self.target_pct is None:
+        v = self._repeats()
+        if v is None:
             return None
-        t = self.target_pct / 100.0
+        t = self.target_pct / 100.0  # type: ignore[operator]
         return bool(max(v) / min(v) > (1 + t) / (1 - t))
 
     @property
@@ -229,6 +234,19 @@ def repeat_spread_pct(values: list[float | None]) -> float | None:
     return (v[-1] - v[0]) / mid * 100.0 if mid else None
 
 
+def _time_text(v: float) -> str:
+    return f"{v * 1e3:.0f} ms" if v < 10 else f"{v:.1f} s"
+
+
+def _repeats_note(what: str, vals: tuple[float | None, ...], target_pct: float, fmt: Any) -> str:
+    """The note on a judged figure measured several times: each repeat's figure (`fmt`) and, with 2 or more, their spread
+    over the median, flagged when it is wider than twice the target."""
+    sp = repeat_spread_pct(list(vals))
+    shown = ", ".join("—" if v is None else fmt(v) for v in vals)
+    return (f"{len(vals)} repeats of the same {what}: {shown}" + ("" if sp is None else
+            f" (spread {sp:.0f} % of the median{', wider than the target' if sp > 2 * target_pct else ''})"))
+
+
 def compare_served(mix: str, point: int, rate: float, fraction: float, pred: Any, meas: Any, *, held_out: bool = True,
                    repeats: list[Any] | None = None) -> list[ServedComparison]:
     """Every served metric at one point; `pred` a ServedFigures, `meas` a ServedMeasurement (with `repeats`, the
@@ -243,16 +261,11 @@ def compare_served(mix: str, point: int, rate: float, fraction: float, pred: Any
         tgt = TARGETS_PCT.get(metric)
         met = None if (tgt is None or e is None or meas.contended or not held_out or cut) else bool(abs(e) <= tgt)
         row_note = note if tgt is not None else ""
-        if repeats and len(repeats) > 1 and tgt is not None:
-            vals = [getattr(r, metric) for r in repeats]
-            sp = repeat_spread_pct(vals)
-            if sp is not None:
-                shown = ", ".join("—" if v is None else (f"{v * 1e3:.0f} ms" if v < 10 else f"{v:.1f} s") for v in vals)
-                row_note = "; ".join(x for x in (row_note, f"{len(repeats)} repeats of the same workload: {shown} (spread "
-                                                           f"{sp:.0f} % of the median{', wider than the target' if sp > 2 * tgt else ''})") if x)
+        rv = tuple(getattr(r, metric) for r in repeats) if repeats and len(repeats) > 1 and tgt is not None else None
+        if rv is not None and repeat_spread_pct(list(rv)) is not None:
+            row_note = "; ".join(x for x in (row_note, _repeats_note("workload", rv, tgt, _time_text)) if x)  # type: ignore[arg-type]
         field = MEASURED_MEDIAN_INTERVALS.get(metric)
         iv = getattr(meas, f"{field}_s", None) if field else None
-        rv = (tuple(getattr(r, metric) for r in repeats) if repeats and len(repeats) > 1 and tgt is not None else None)
         out.append(ServedComparison(mix, point, rate, fraction, metric, p, m, e, held_out, meas.contended, meas.engine_cpu_share, tgt, met,
                                     row_note, meas_lo=iv[0] if iv else None, meas_hi=iv[1] if iv else None,
                                     meas_n=getattr(meas, f"{field}_n", None) if iv else None, repeat_values=rv))
@@ -301,10 +314,7 @@ def compare_capacity_burst(mix: str, point: int, n_requests: int, predicted_rps:
     row = _capacity_row(mix, point, math.inf, math.inf, predicted_rps, meas, note, complete, held_out)
     if repeats and len(repeats) > 1:
         vals = tuple(r.saturated_rps for r in repeats)
-        sp = repeat_spread_pct(list(vals))
-        shown = ", ".join("—" if v is None else f"{v:.3f}/s" for v in vals)
-        extra = (f"{len(repeats)} repeats of the same burst: {shown}" + ("" if sp is None else f" (spread {sp:.0f} % of the median"
-                 f"{', wider than the target' if sp > 2 * row.target_pct else ''})"))  # type: ignore[operator]
+        extra = _repeats_note("burst", vals, TARGETS_PCT["capacity_rps"], lambda v: f"{v:.3f}/s")
         row = replace(row, note=f"{row.note}; {extra}", repeat_values=vals)
     return row
 

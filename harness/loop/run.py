@@ -571,7 +571,7 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
     `drain_limit_s`, a function of the point's workload artifact giving seconds (`quick_drain_limit_s`), bounds each
     point's drain (--quick): requests still running then are cancelled and the point is cut."""
     from harness.target.twin import predict_point, requests_from_rows  # noqa: PLC0415
-    from workloads.artifact import WorkloadArtifact, save_artifact  # noqa: PLC0415
+    from workloads.artifact import save_artifact  # noqa: PLC0415
 
     load_root = str(Path(writer.path) / "load") if writer else tempfile.mkdtemp(prefix="harness-loop-load-")
     for pt, mix, f, rate, art in work:
@@ -591,35 +591,51 @@ def measure_points(url: str, served_name: str, work: list[tuple[int, tuple[int, 
                 writer.append("loop_prediction", [prediction_row(state["served"][pt], revision=3)])
         path = save_artifact(art, wd)
         limit_s = drain_limit_s(art) if drain_limit_s is not None else None
-        ms = []
-        for rep in range(repeats):
-            if rep:  # same arrivals and lengths, other words: an identical prompt would hit the engine's prompt cache
-                say(f"  repeat {rep + 1}/{repeats} of the same workload (fresh prompt words)")
-                rows = fresh_prompts(art.rows, salt=1000 * pt + rep)  # unique per point too: the previous point's repeat is cached
-                if fit_to_tokenizer:
-                    rows, _ = fit_prompts(url, rows)
-                wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
-                path = save_artifact(WorkloadArtifact(art.name, rows, {**art.meta, "repeat": rep}), wd)
-            if settle is not None:
-                settle()
-            wall0 = time.time()
-            ms.append(measure_served(url, served_name, name, rate, str(path), duration_s, load_root, wd, pid, threads,
-                                     request_timeout_s=max(120.0, 4 * duration_s), drain_limit_s=limit_s))
-            state.setdefault("point_wall", {}).setdefault(pt, []).append((wall0, time.time()))
-            alive()
-            if writer:
-                writer.append("loop_served", [ms[-1].to_dict() | {"point": pt, "repeat": rep}])
-            if _unreachable(ms[-1]):
-                break  # said below, no point in repeating
-        m = combine_repeats(ms)
-        if repeats > 1:
-            state.setdefault("repeats", {})[pt] = ms
+        m = _measure_repeats(
+            state, pt, art, path, wd, repeats, "workload", url, fit_to_tokenizer, writer, say, alive, settle,
+            lambda p, w: measure_served(url, served_name, name, rate, str(p), duration_s, load_root, w, pid, threads,
+                                        request_timeout_s=max(120.0, 4 * duration_s), drain_limit_s=limit_s))
         _refuse_unreachable(m, f"the {name} point at {rate:.3g} req/s", url)
         if m.requests_ok == 0:
             state["notes"].append(f"{name} at {rate:.3g} req/s: no request succeeded ({m.errors_by_class}); the point has no "
                                   f"measured figures (load run {m.run_dir})")
         state["measurements"][pt] = m
         after_point(pt)
+
+
+def _measure_repeats(state: dict[str, Any], pt: int, art: Any, path: Path, wd: Path, repeats: int, what: str, url: str,
+                     fit_to_tokenizer: bool, writer: Any, say: ProgressFn, alive: Callable[[], None],
+                     settle: Callable[[], None] | None, measure: Callable[[Path, Path], ServedMeasurement]) -> ServedMeasurement:
+    """Measure one point's (or burst's) workload `repeats` times back to back with `measure(artifact path, work dir)`:
+    repeat 0 sends `art` as saved at `path`; each later one the same arrivals and lengths with other words (an
+    identical prompt would hit the engine's prompt cache; the salt is unique per point too, else the previous point's
+    repeat would be cached). Each measurement is timed into state["point_wall"] and written as a loop_served row; an
+    unreachable target stops the repeats. Returns their median (`combine_repeats`); with repeats > 1 each one goes
+    into state["repeats"][pt]."""
+    from workloads.artifact import WorkloadArtifact, save_artifact  # noqa: PLC0415
+
+    ms: list[ServedMeasurement] = []
+    for rep in range(repeats):
+        if rep:
+            say(f"  repeat {rep + 1}/{repeats} of the same {what} (fresh prompt words)")
+            rows = fresh_prompts(art.rows, salt=1000 * pt + rep)
+            if fit_to_tokenizer:
+                rows, _ = fit_prompts(url, rows)
+            wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
+            path = save_artifact(WorkloadArtifact(art.name, rows, {**art.meta, "repeat": rep}), wd)
+        if settle is not None:
+            settle()
+        wall0 = time.time()
+        ms.append(measure(path, wd))
+        state.setdefault("point_wall", {}).setdefault(pt, []).append((wall0, time.time()))
+        alive()
+        if writer:
+            writer.append("loop_served", [ms[-1].to_dict() | {"point": pt, "repeat": rep}])
+        if _unreachable(ms[-1]):
+            break  # the caller says so; no point in repeating
+    if repeats > 1:
+        state.setdefault("repeats", {})[pt] = ms
+    return combine_repeats(ms)
 
 
 def _fitted(url: str, art: Any, fit_to_tokenizer: bool, state: dict[str, Any], note: str) -> tuple[Any, int]:
@@ -862,8 +878,8 @@ def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration
     state["capacity_measurements"][mix] = (point, requests, ServedMeasurement) and a loop_served row (kind
     capacity-burst), the burst as sent into state["capacity_sent"][mix]; `after_point(point)` runs after each, `settle()`
     before each. With `repeats` > 1 each burst is sent that many times back to back (fresh prompt words, as the points'
-    repeats): the measurement is their median, each repeat in state["repeats"][point]."""
-    from workloads.artifact import WorkloadArtifact, save_artifact  # noqa: PLC0415
+    repeats, `_measure_repeats`): the measurement is their median, each repeat in state["repeats"][point]."""
+    from workloads.artifact import save_artifact  # noqa: PLC0415
 
     bursts = state.get("capacity_work") or {}
     load_root = str(Path(writer.path) / "load") if writer else tempfile.mkdtemp(prefix="harness-loop-load-")
@@ -882,29 +898,10 @@ def measure_capacity(url: str, served_name: str, state: dict[str, Any], duration
             state["capacity"][name] = {**burst_capacity(scaled_twin(twin, scale), art), "step_scale": scale}
         path = save_artifact(art, wd)
         wait_s = 3.0 * art.count / cap + 60.0  # the last request waits for all before it
-        ms = []
-        for rep in range(repeats):
-            if rep:  # as measure_points' repeats: the same lengths, other words (unique per burst and repeat)
-                say(f"  repeat {rep + 1}/{repeats} of the same burst (fresh prompt words)")
-                rows = fresh_prompts(art.rows, salt=1000 * pt + rep)
-                if fit_to_tokenizer:
-                    rows, _ = fit_prompts(url, rows)
-                wd = Path(tempfile.mkdtemp(prefix="harness-loop-point-"))
-                path = save_artifact(WorkloadArtifact(art.name, rows, {**art.meta, "repeat": rep}), wd)
-            if settle is not None:
-                settle()
-            wall0 = time.time()
-            ms.append(measure_served(url, served_name, name, math.inf, str(path), 0.0, load_root, wd, pid, threads,
-                                     request_timeout_s=max(120.0, 4 * duration_s, wait_s)))
-            state.setdefault("point_wall", {}).setdefault(pt, []).append((wall0, time.time()))
-            alive()
-            if writer:
-                writer.append("loop_served", [ms[-1].to_dict() | {"point": pt, "repeat": rep}])
-            if _unreachable(ms[-1]):
-                break
-        m = combine_repeats(ms)
-        if repeats > 1:
-            state.setdefault("repeats", {})[pt] = ms
+        m = _measure_repeats(
+            state, pt, art, path, wd, repeats, "burst", url, fit_to_tokenizer, writer, say, alive, settle,
+            lambda p, w: measure_served(url, served_name, name, math.inf, str(p), 0.0, load_root, w, pid, threads,
+                                        request_timeout_s=max(120.0, 4 * duration_s, wait_s)))
         _refuse_unreachable(m, f"the {name} capacity burst", url)
         state.setdefault("capacity_measurements", {})[name] = (pt, art.count, m)
         after_point(pt)
