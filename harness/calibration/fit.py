@@ -493,7 +493,7 @@ class _Fitter:
 
 
 def fit_calibration(mr: MachineRuns, seed: int = 0, n_bootstrap: int = DEFAULT_BOOTSTRAP,
-                    proxy: dict[str, str] | None = None) -> CalibrationRecord:
+                    proxy: dict[str, str] | None = None, model: str | None = None) -> CalibrationRecord:
     """Fit every constant the runs allow; a suite with data but too few points is an error naming what to run."""
     from harness import __version__
 

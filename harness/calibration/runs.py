@@ -36,6 +36,7 @@ class MachineRuns:
     cases: Any  # pandas DataFrame
     samples: Any  # pandas DataFrame: run_id, case_id, time_s
     warnings: tuple[str, ...]
+    manifests: tuple[Any, ...] = ()  # harness.records.RunManifest of each usable run (provenance of a database entry)
 
 
 def device_key(device: str, gpu_name: str | None) -> str:
@@ -161,4 +162,5 @@ def load_machine_runs(path: str | Path, kind: str | tuple[str, ...] = ("micro", 
         n = int(cases["unstable"].astype(bool).sum())
         warnings.append(f"{n} case(s) were unstable (CV above threshold); their intervals are wide — rerun them on an idle machine")
     samples = pd.concat(sframes, ignore_index=True) if sframes else pd.DataFrame(columns=["case_id", "time_s", "run_id"])
-    return MachineRuns(machines[0], facts, tuple(refs), gpu_name, cases, samples, tuple(warnings))
+    return MachineRuns(machines[0], facts, tuple(refs), gpu_name, cases, samples, tuple(warnings),
+                       tuple(r.manifest for r in usable))
