@@ -105,15 +105,20 @@ def runs_provenance(mr: MachineRuns, rec: CalibrationRecord, command: str, famil
     engine_version = facts.get("engine_version") or (first.engine.get("version") if first and first.engine else None)
     commands = list(dict.fromkeys(" ".join(m.command_line) for m in mr.manifests if m.command_line))
     notes = [str(n) for n in facts.get("provenance_notes", ())]
+    synthetic = any((m.extra or {}).get("synthetic") for m in mr.manifests)
     if imported:
         source = str(facts["kernel_database"])
         measured = None
+    elif synthetic:
+        source = "harness.calibration.synthetic: generated from known constants, not a measurement"
+        measured = _iso_date(max(m.created_unix_s for m in mr.manifests))
     else:
         torch = first.torch_version if first else None
         source = "harness micro run" + (f", torch {torch}" if torch else "")
         measured = _iso_date(max(m.created_unix_s for m in mr.manifests)) if mr.manifests else None
     return Provenance(
-        source_kind="imported kernel data" if imported else "our microbenchmarks", source=source, gpu=gpu, family=fam,
+        source_kind="imported kernel data" if imported else ("synthetic" if synthetic else "our microbenchmarks"),
+        source=source, gpu=gpu, family=fam,
         filed_date=datetime.now(timezone.utc).date().isoformat(),
         command=" ; ".join([*commands, command]) if command else " ; ".join(commands),
         device_name=mr.gpu_name, driver=(first.gpu_driver if first else None) or facts.get("driver"),

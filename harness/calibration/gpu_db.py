@@ -14,6 +14,7 @@ another.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, replace
@@ -49,6 +50,14 @@ def shown_path(p: Path) -> str:
         return str(p.resolve().relative_to(REPO_ROOT))
     except ValueError:
         return str(p)
+
+
+def _inside(p: Path, root: Path) -> bool:
+    try:
+        p.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
 
 
 def _check_gpu(gpu: str) -> str:
@@ -139,9 +148,9 @@ def _db(given: str | Path | None) -> Path:
 
 def _newest_first(e: DbEntry) -> tuple:
     # newest date first; on one date our own measurements before imported data, then by family name
-    own = e.provenance.source_kind == "our microbenchmarks"
-    return (-date.fromisoformat(e.date).toordinal(), -date.fromisoformat(e.provenance.filed_date).toordinal(),
-            not own, e.family)
+    rank = {"our microbenchmarks": 0, "imported kernel data": 1}.get(e.provenance.source_kind, 2)
+    return (-date.fromisoformat(e.date).toordinal(), -date.fromisoformat(e.provenance.filed_date).toordinal(), rank,
+            e.family)
 
 
 def _family_matches(entry_family: str, wanted: str) -> bool:
@@ -187,6 +196,10 @@ def file_entry(rec: CalibrationRecord, *, db_dir: str | Path | None = None, repl
     if prov.source_kind not in SOURCE_KINDS:
         raise HarnessError(f"provenance.source_kind {prov.source_kind!r} is not one of {', '.join(SOURCE_KINDS)}.")
     path = entry_path(prov.gpu, prov.family, db_dir)
+    if prov.source_kind == "synthetic" and _inside(path, DEFAULT_DB_DIR):
+        raise HarnessError("these runs are synthetic (generated from known constants, not measured); the database that "
+                           f"ships with the project takes measurements only. File them into a directory of your own "
+                           f"(--into-db DIR) to test with.")
     if path.exists() and not replace_newer:
         try:
             old = load_entry(path)
@@ -195,7 +208,7 @@ def file_entry(rec: CalibrationRecord, *, db_dir: str | Path | None = None, repl
         if old is not None and old.date > prov.date:
             raise HarnessError(f"{shown_path(path)} holds constants from {old.date}, newer than these ({prov.date}); "
                                "they are kept. Pass --replace to overwrite them anyway.")
-    save_calibration(rec, path)
+    save_calibration(rounded(rec), path, one_line_points=True)
     size = path.stat().st_size
     if size > ENTRY_SIZE_WARN_BYTES:
         import sys
@@ -203,6 +216,25 @@ def file_entry(rec: CalibrationRecord, *, db_dir: str | Path | None = None, repl
         print(f"warning: {shown_path(path)} is {size / 1024:.0f} KiB; a database entry should hold summary constants "
               "and curves, not raw rows.", file=sys.stderr)
     return load_entry(path)
+
+
+SIGNIFICANT_DIGITS = 5
+
+
+def _round(x: Any) -> Any:
+    if isinstance(x, float) and math.isfinite(x) and not x.is_integer():  # sizes, batches, token counts stay exact
+        return float(f"{x:.{SIGNIFICANT_DIGITS}g}")
+    if isinstance(x, dict):  # times of day are identities, not measurements: kept whole
+        return {k: v if k.endswith("_unix_s") else _round(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_round(v) for v in x]
+    return x
+
+
+def rounded(rec: CalibrationRecord) -> CalibrationRecord:
+    """`rec` with every number at SIGNIFICANT_DIGITS significant digits: an entry is a summary (no measurement here is
+    known to 1e-5), and 17-digit floats would triple its size in git."""
+    return CalibrationRecord.from_dict(_round(rec.to_dict()))
 
 
 # ---- the database as the model's Calibration protocol, one entry per scenario GPU ----

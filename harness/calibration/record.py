@@ -352,7 +352,8 @@ class CollectiveFit:
                    nums["median_s"], nums["fitted_s"], str(d.get("family", "")))
 
 
-SOURCE_KINDS = ("imported kernel data", "our microbenchmarks")
+# "synthetic": runs generated from known constants (harness.calibration.synthetic), for tests; never in the shipped database
+SOURCE_KINDS = ("imported kernel data", "our microbenchmarks", "synthetic")
 
 
 @dataclass(frozen=True)

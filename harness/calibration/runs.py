@@ -23,6 +23,9 @@ CASE_TABLE = "micro_cases"
 SAMPLE_TABLE = "micro_samples"
 # suites whose cases calibration reads, through the typed params records of microbench/params.py
 CALIBRATION_SUITES = ("decode", "gemm", "transfer", "moe", "storage", "stage")
+# imported kernel grids (harness/importers/aic.py): hundreds of thousands of cases; harness.calibration.kernel_grid reads
+# the shapes it needs and parses only those into their typed records
+KERNEL_GRID_SUITES = ("kernel",)
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,8 @@ def load_machine_runs(path: str | Path, kind: str | tuple[str, ...] = ("micro", 
     cases = pd.concat(frames, ignore_index=True)
     cases["params"] = [json.loads(x) if isinstance(x, str) and x else {} for x in cases["params_json"]]
     cases["device_key"] = [device_key(d, gpu_name) for d in cases["device"]]
-    cases["record"] = [parse_params(p, str(cid)) for p, cid in zip(cases["params"], cases["case_id"])]
+    grid = cases["suite"].isin(KERNEL_GRID_SUITES).to_numpy()
+    cases["record"] = [None if g else parse_params(p, str(cid)) for p, cid, g in zip(cases["params"], cases["case_id"], grid)]
     for suite in CALIBRATION_SUITES:
         mine = cases[cases["suite"] == suite]
         if len(mine) and all(r is None for r in mine["record"]):

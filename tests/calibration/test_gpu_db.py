@@ -32,7 +32,7 @@ def test_filing_writes_the_entry_under_its_gpu_and_family_with_provenance(filed)
     d = json.loads(path.read_text())
     assert d["format"] == "harness-calibration" and d["schema_version"] == SCHEMA_VERSION
     p = d["provenance"]
-    assert p["source_kind"] == "our microbenchmarks" and p["gpu"] == "h200-sxm" and p["family"] == "cuda"
+    assert p["source_kind"] == "synthetic" and p["gpu"] == "h200-sxm" and p["family"] == "cuda"
     assert p["device_name"] == "NVIDIA H200" and p["driver"] == "550.00-synthetic"
     assert sorted(p["run_ids"]) == sorted(r.run_id for r in rec.runs) and len(p["run_ids"]) == 2
     assert p["command"].endswith("harness calibrate tests/data/runs/synthetic-h200 --into-db")
@@ -57,7 +57,7 @@ def test_age_and_describe(filed):
     e = gpu_db.pick("h200-sxm", db_dir=db, today=day.replace(year=day.year + 1))
     assert e.age_days in (365, 366)
     text = e.describe()
-    assert text.startswith(str(db / "h200-sxm" / "cuda.json") + ", our microbenchmarks (harness micro run")
+    assert text.startswith(str(db / "h200-sxm" / "cuda.json") + ", synthetic (harness.calibration.synthetic")
     assert text.endswith(f"), {rec.provenance.date}, {e.age_days} days old")
     assert gpu_db.pick("h200-sxm", db_dir=db, today=day).describe().endswith(", 0 days old")
 
@@ -162,7 +162,7 @@ def test_cpu_runs_are_not_filed(tmp_path):
 def test_cli_into_db_and_list(tmp_path, capsys):
     assert main(["calibrate", str(FIXTURES / "synthetic-h200"), "--into-db", str(tmp_path), "--bootstrap", "20"]) == 0
     out = capsys.readouterr().out
-    assert f"filed into the GPU calibration database: {tmp_path / 'h200-sxm' / 'cuda.json'}, our microbenchmarks" in out
+    assert f"filed into the GPU calibration database: {tmp_path / 'h200-sxm' / 'cuda.json'}, synthetic" in out
     assert main(["calibrate", "--list-db", str(tmp_path)]) == 0
     line = capsys.readouterr().out.strip()
     assert line.startswith("h200-sxm       cuda ") and "days old [2 curves, 2 links]" in line
@@ -171,3 +171,42 @@ def test_cli_into_db_and_list(tmp_path, capsys):
     assert rows[0]["gpu"] == "h200-sxm" and rows[0]["family"] == "cuda" and rows[0]["date"] == "2023-11-14"
     assert main(["calibrate", str(FIXTURES / "synthetic-h200"), "--into-db", str(tmp_path), "--out", "x.json"]) == 1
     assert "leave out --out" in capsys.readouterr().err
+
+
+def test_synthetic_runs_never_enter_the_shipped_database(filed, monkeypatch):
+    _, rec, _ = filed
+    assert rec.provenance.source_kind == "synthetic"
+    monkeypatch.delenv(gpu_db.DB_ENV, raising=False)
+    with pytest.raises(HarnessError, match="synthetic .*takes measurements only"):
+        gpu_db.file_entry(rec)
+    assert not (gpu_db.DEFAULT_DB_DIR / "h200-sxm" / "cuda.json").exists()
+
+
+def _device_tarball(tmp_path):
+    """A device-check tarball (results/<machine>/<run_id>/ inside) holding the synthetic H200 runs."""
+    import tarfile
+
+    tar = tmp_path / "run.tar.gz"
+    with tarfile.open(tar, "w:gz") as t:
+        t.add(FIXTURES / "synthetic-h200", arcname="results/synthetic-h200")
+    return tar
+
+
+def test_import_device_files_its_runs_into_the_database(tmp_path, capsys):
+    tar = _device_tarball(tmp_path)
+    code = main(["micro", "import-device", str(tar), "--out", str(tmp_path / "r"), "--into-db", str(tmp_path / "db"),
+                 "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and len(out["runs"]) == 2 and all(d["filed"] for d in out["database"])
+    assert gpu_db.pick("h200-sxm", db_dir=tmp_path / "db").family == "cuda"
+
+
+def test_import_device_keeps_the_run_when_it_cannot_be_filed(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv(gpu_db.DB_ENV, raising=False)
+    code = main(["micro", "import-device", str(_device_tarball(tmp_path)), "--out", str(tmp_path / "r")])
+    cap = capsys.readouterr()
+    assert code == 0 and cap.out.count("filed ") == 2
+    assert "not filed into the GPU calibration database: these runs are synthetic" in cap.err
+    assert "harness calibrate" in cap.err and "--into-db" in cap.err
+    code = main(["micro", "import-device", str(_device_tarball(tmp_path)), "--out", str(tmp_path / "r2"), "--no-db"])
+    assert code == 0 and capsys.readouterr().err == ""

@@ -40,7 +40,7 @@ def _plan(capsys, *argv):
 def test_default_picks_the_entry_and_says_which_and_how_old(db, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv(DB_ENV, str(db))
     r, err = _plan(capsys, _scenario(tmp_path))
-    entry = f"{db / 'h200-sxm' / 'cuda.json'}, our microbenchmarks (harness micro run)"
+    entry = f"{db / 'h200-sxm' / 'cuda.json'}, synthetic (harness.calibration.synthetic"
     assert f"calibration: h200-sxm: {entry}" in err and "days old" in err
     assert "calibration: h100-sxm: uncalibrated: h100-sxm datasheet peaks at the chapter's default 50% efficiency" in err
     cal = r["calibration"]
