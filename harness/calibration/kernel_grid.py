@@ -36,7 +36,6 @@ from harness.errors import HarnessError
 DEFAULT_MODEL = "qwen3-8b"
 MIN_DECODE_CONTEXT = 128  # shorter contexts say little about a served decode step and would bloat the entry
 MIN_PREFILL_TOKENS = 16  # below this a prefill is a handful of rows: bandwidth-bound, not what compute efficiency models
-TOKEN_ALIGN = 16  # prefill token counts kept in the curve: the grid's multiples of 16 (its 16k+1 ones are noted)
 CURVE_DTYPES = ("bf16", "fp16", "fp8")  # the dtypes a plan runs at; fp8_block and weight-only types stay imported only
 INVALID_SHARE_LIMIT = 0.01
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
@@ -166,9 +165,7 @@ def _prefill_rows(table: dict[str, Any], model, family: str, device: str, dtype:
     from microbench.params import GemmParams
 
     proj = table["proj"]
-    on_grid = sorted(m for m in set.intersection(*(set(v) for v in proj.values())) if m >= MIN_PREFILL_TOKENS)
-    ms = [m for m in on_grid if m % TOKEN_ALIGN == 0]
-    _note_unaligned(table, on_grid, ms, family, device, dtype, warnings)
+    ms = sorted(m for m in set.intersection(*(set(v) for v in proj.values())) if m >= MIN_PREFILL_TOKENS)
     rows, dropped = [], []
     for m in ms:
         parts = {name: proj[name][m] for name in proj}
@@ -185,24 +182,6 @@ def _prefill_rows(table: dict[str, Any], model, family: str, device: str, dtype:
         warnings.append(f"{family} on {device} ({dtype}): token count(s) {dropped} left out of the prefill curve: a "
                         "projection's GEMM is above the spec peak there (flagged, never fitted)")
     return pd.DataFrame(rows)
-
-
-def _note_unaligned(table: dict[str, Any], on_grid: list[int], ms: list[int], family: str, device: str, dtype: str,
-                    warnings: list[str]) -> None:
-    """Say how far the grid's unaligned token counts (M = 16k + 1) lie from the aligned ones the curve keeps."""
-    odd = [m for m in on_grid if m % TOKEN_ALIGN == 1 and m - 1 in ms]
-    if not odd:
-        return
-
-    def eff(m: int) -> float:
-        parts = [table["proj"][name][m] for name in table["proj"]]
-        return sum(p[3] for p in parts) / sum(p[0] for p in parts)
-
-    ratios = [eff(m) / eff(m - 1) - 1 for m in odd]
-    warnings.append(f"{family} on {device} ({dtype}): the prefill curve keeps the grid's token counts that are multiples of "
-                    f"{TOKEN_ALIGN}; its {len(odd)} counts one past them reach {min(ratios):+.0%} to {max(ratios):+.0%} of "
-                    "their neighbour's FLOP/s (median "
-                    f"{float(np.median(ratios)):+.0%}) and are not in the curve")
 
 
 def _decode_rows(table: dict[str, Any], attn, model, family: str, device: str, wdt: str, kvdt: str,

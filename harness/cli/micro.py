@@ -211,7 +211,8 @@ def main_import_aic(args: argparse.Namespace) -> int:
             return 0
         print(f"{root}:")
         for row in listing:
-            print(f"  {row['system']:22s} {row['engine']:7s} {row['version']:12s} {', '.join(row['tables'])}")
+            spec = row["gpu_spec"] or f"no GPU spec for {row['device']!r}: not imported by default"
+            print(f"  {row['system']:20s} {row['engine']:7s} {row['version']:11s} {spec:16s} {', '.join(row['tables'])}")
         return 0
     filed = aic.import_aic(args.path, args.system, args.engine, args.out, command_line=["harness", *sys.argv[1:]])
     if args.into_db is not None:

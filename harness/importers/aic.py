@@ -16,11 +16,14 @@ of its timed runs after warm-up, CUDA events; no raw samples and no L2 flush are
   num_heads, num_key_value_heads, head_dim, kv_cache_dtype, window_size (absent = 0) ->
   KernelAttentionParams. Generation: one new token attending step + isl keys (aiconfigurator's
   collector writes isl = 1 and step = the cached length); bytes are the KV read
-  b·keys·2·kv_heads·head_dim·kv_bytes, FLOPs 4·b·heads·keys·head_dim. Context: causal, FLOPs
+  b·keys·2·kv_heads·head_dim·kv_bytes, FLOPs 4·b·heads·keys·head_dim (V is counted at the K head dim:
+  rows of head dim 192, an MLA-style K whose V is 128 wide, may then read above the HBM peak and are
+  flagged). Context: causal, FLOPs
   4·b·heads·head_dim·(query-key pairs) with the window honoured; bytes Q, K, V, O once;
 - moe/<engine>/<v>/moe_perf.parquet: num_tokens, hidden_size, inter_size, topk, num_experts,
   moe_tp_size, moe_ep_size, distribution, moe_dtype -> KernelMoeParams; FLOPs per GPU
-  2·3·hidden·(inter/tp)·tokens·topk/ep (gated MLP, the average GPU's share); bytes not counted;
+  2·3·hidden·(inter/tp)·tokens·topk/ep (gated MLP, the average GPU's share; 2 matrices, not 3, for a kernel
+  source named non-gated); bytes not counted;
 - comm/nccl/<v>/nccl_perf.parquet (op_name, nccl_dtype, num_gpus, message_size) and
   comm/<engine>/<v>/custom_allreduce_perf.parquet (allreduce_dtype, num_gpus, message_size, backend
   or implementation) -> suite "comm", CollectiveParams. `message_size` is an element count
@@ -277,9 +280,31 @@ def _peaks(gpu_spec: Any, dtypes: Any) -> np.ndarray:
                      for d in dtypes], dtype=float)
 
 
-def _rows(suite: str, cases: list[str], backend: str, dtype: Any, params: Iterable[dict], median_s: np.ndarray,
+def _json_rows(fields: dict[str, Any], n: int) -> list[str]:
+    """One JSON object per row from columns of ints and strings (a str: a value constant over the table), keys sorted as
+    json.dumps(sort_keys=True) writes them; built column-wise, since a json.dumps per row is most of an import's time."""
+    import pandas as pd
+
+    out = pd.Series(["{"] * n, dtype=object)
+    for i, key in enumerate(sorted(fields)):
+        head = ("" if i == 0 else ", ") + f"{json.dumps(key)}: "
+        col = fields[key]
+        if isinstance(col, str):
+            out = out + (head + json.dumps(col))
+            continue
+        c = pd.Series(np.asarray(col))
+        if c.dtype.kind in "iu":
+            vals = c.astype(str).astype(object)
+        else:
+            vals = c.map({u: json.dumps(str(u)) for u in c.unique()}).astype(object)
+        out = out + head + vals
+    return list(out + "}")
+
+
+def _rows(suite: str, cases: list[str], backend: str, dtype: Any, params: dict[str, Any], median_s: np.ndarray,
           flops: np.ndarray, nbytes: np.ndarray, peak_flops: np.ndarray, peak_bytes: np.ndarray, peak_source: str,
           samples: Any):
+    """`params`: the params record's fields as columns (a str for a field constant over the table)."""
     """The micro_cases rows of one table, derived as microbench.case.derive does (above-peak flagged, invalid)."""
     import pandas as pd
 
@@ -300,7 +325,7 @@ def _rows(suite: str, cases: list[str], backend: str, dtype: Any, params: Iterab
         if b_over:
             fl.append(f"above_peak: bytes/s executed = {b:.0%} of the spec peak; a measurement error (an L2-resident "
                       "operand, a mislabelled shape) or a wrong spec peak; case marked invalid")
-        flags.append(json.dumps(fl))
+        flags.append(json.dumps(fl) if fl else "[]")
     nan = np.full(n, np.nan)
     counts = np.array([1 if x is None else len(x) for x in samples], dtype=int)
     cv = np.array([np.nan if x is None or len(x) < 2 else float(np.std(x) / np.mean(x)) for x in samples])
@@ -308,7 +333,7 @@ def _rows(suite: str, cases: list[str], backend: str, dtype: Any, params: Iterab
     return pd.DataFrame({
         "case_id": [f"{suite}:{c}:{backend}:cuda:0:{d}" for c, d in zip(cases, dtype)], "suite": suite, "case": cases,
         "backend": backend, "device": "cuda:0", "dtype": list(dtype),
-        "params_json": [json.dumps(p, sort_keys=True) for p in params], "n_samples": counts,
+        "params_json": _json_rows(params, n), "n_samples": counts,
         "inner_reps": np.ones(n, dtype=int), "median_s": median_s, "p10_s": nan, "p90_s": nan, "mean_s": median_s,
         "min_s": lows, "cv": cv, "useful_flops": flops, "padded_flops": flops, "useful_bytes": nbytes,
         "padded_bytes": nbytes, "flops_per_s": fps, "bytes_per_s": bps, "mfu": mfu, "mbu": mbu,
@@ -337,8 +362,7 @@ def _gemm(df, sel: Selection, spec: Any, peak_src: str):
     ks = df["kernel_source"].astype(str).to_numpy() if "kernel_source" in df.columns else np.full(len(df), "")
     flops = 2.0 * m * n * k
     nbytes = np.nan_to_num(m * k * a + k * n * w + m * n * o)
-    params = ({"params_record": "kernel.gemm/1", "m": int(mi), "n": int(ni), "k": int(ki), "kernel_source": str(s)}
-              for mi, ni, ki, s in zip(m, n, k, ks))
+    params = {"params_record": "kernel.gemm/1", "m": m, "n": n, "k": k, "kernel_source": ks}
     cases = [f"gemm-m{mi}-n{ni}-k{ki}-{_SAFE.sub('_', s)}" for mi, ni, ki, s in zip(m, n, k, ks)]
     return _rows(SUITE_KERNEL, cases, family, dt, params, df["latency"].astype(float).to_numpy() * 1e-3, flops, nbytes,
                  _peaks(spec, dt), np.full(len(df), spec.hbm_bandwidth_bytes_per_s), peak_src, df["_samples_ms"])
@@ -365,10 +389,9 @@ def _attention(df, sel: Selection, spec: Any, peak_src: str, phase: str):
         pairs = np.where((win > 0) & (step == 0), windowed, full)
         flops = 4.0 * b * h * hd * pairs
         nbytes = b * s * hd * (2.0 * h * 2.0 + 2.0 * kvh * kvb)
-    params = ({"params_record": "kernel.attention/1", "phase": phase, "batch": int(bi), "query_tokens": int(qi),
-               "context_tokens": int(ci), "num_heads": int(hi), "num_kv_heads": int(ki), "head_dim": int(di),
-               "kv_dtype": kd, "window_tokens": int(wi), "kernel_source": str(si)}
-              for bi, qi, ci, hi, ki, di, kd, wi, si in zip(b, isl, ctx, h, kvh, hd, kvd, win, ks))
+    params = {"params_record": "kernel.attention/1", "phase": phase, "batch": b, "query_tokens": isl,
+              "context_tokens": ctx, "num_heads": h, "num_kv_heads": kvh, "head_dim": hd, "kv_dtype": kvd,
+              "window_tokens": win, "kernel_source": ks}
     cases = [f"{phase}_attention-b{bi}-q{qi}-c{ci}-h{hi}-kv{ki}-d{di}-{kd}-w{wi}-{_SAFE.sub('_', si)}"
              for bi, qi, ci, hi, ki, di, kd, wi, si in zip(b, isl, ctx, h, kvh, hd, kvd, win, ks)]
     # attention runs at the activation type (bf16: the collectors' attn_dtype) against the bf16 peak
@@ -386,10 +409,11 @@ def _moe(df, sel: Selection, spec: Any, peak_src: str):
     dist = df["distribution"].astype(str).to_numpy()
     dt = [_dtype(x, "moe_perf", Path())[0] for x in df["moe_dtype"]]
     ks = df["kernel_source"].astype(str).to_numpy() if "kernel_source" in df.columns else np.full(len(df), "")
-    flops = 2.0 * 3.0 * hid * (inter / tp) * t * topk / ep
-    params = ({"params_record": "kernel.moe/1", "tokens": int(a), "hidden": int(b), "inter": int(c), "topk": int(d),
-               "num_experts": int(e), "tp": int(f), "ep": int(g), "distribution": str(h), "kernel_source": str(i)}
-              for a, b, c, d, e, f, g, h, i in zip(t, hid, inter, topk, ne, tp, ep, dist, ks))
+    # a gated MLP (gate, up, down) multiplies three matrices; a kernel named non-gated (gpt-oss style, "nongated") two
+    mats = np.array([2.0 if "nongated" in s.lower() else 3.0 for s in ks])
+    flops = 2.0 * mats * hid * (inter / tp) * t * topk / ep
+    params = {"params_record": "kernel.moe/1", "tokens": t, "hidden": hid, "inter": inter, "topk": topk, "num_experts": ne,
+              "tp": tp, "ep": ep, "distribution": dist, "kernel_source": ks}
     cases = [f"moe-t{a}-h{b}-i{c}-k{d}-e{e}-tp{f}-ep{g}-{_SAFE.sub('_', h)}-{_SAFE.sub('_', i)}"
              for a, b, c, d, e, f, g, h, i in zip(t, hid, inter, topk, ne, tp, ep, dist, ks)]
     return _rows(SUITE_KERNEL, cases, family, dt, params, df["latency"].astype(float).to_numpy() * 1e-3, flops,
@@ -426,9 +450,8 @@ def _comm(df, sel: Selection, table: str, gpu: str):
     else:
         peak = np.full(len(df), np.nan)
         src = f"no NVLink spec for {gpu} in harness/specs/links.py: collectives not judged against a peak"
-    params = ({"params_record": "comm.collective/1", "op": str(o), "num_gpus": int(g), "size_bytes": int(s),
-               "implementation": str(i), "message_elements": int(e)}
-              for o, g, s, i, e in zip(ops, n, size, impl, elems))
+    params = {"params_record": "comm.collective/1", "op": ops, "num_gpus": n, "size_bytes": size.astype(np.int64),
+              "implementation": impl, "message_elements": elems}
     cases = [f"{o}-n{g}-s{int(s)}-{i}" for o, g, s, i in zip(ops, n, size, impl)]
     return _rows(SUITE_COMM, cases, family, dt, params, df["latency"].astype(float).to_numpy() * 1e-3,
                  np.zeros(len(df)), np.nan_to_num(size), np.full(len(df), np.nan), peak, src, df["_samples_ms"])

@@ -86,3 +86,21 @@ def test_chapter_scenarios_state_the_chapters_efficiency(tmp_path, capsys):
         if "\nkind = " in text:
             continue  # other calculators take no calibration
         assert "\n[efficiency]\ncompute = 0.5\nbandwidth = 0.5\n" in text, p.name
+
+
+def test_db_family_prefers_that_family(db, tmp_path, capsys, monkeypatch):
+    from dataclasses import replace
+
+    from harness.calibration import gpu_db
+
+    d = tmp_path / "db"
+    e = gpu_db.pick("h200-sxm", db_dir=db)
+    prov = replace(e.provenance, family="aic-vllm-0.24.0", source_kind="imported kernel data", source="test")
+    gpu_db.file_entry(replace(e.record, provenance=prov), db_dir=d)
+    prov = replace(e.provenance, family="aic-trtllm-1.3.0rc20", source_kind="imported kernel data", source="test")
+    gpu_db.file_entry(replace(e.record, provenance=prov), db_dir=d)
+    monkeypatch.setenv(DB_ENV, str(d))
+    _, err = _plan(capsys, _scenario(tmp_path), "--calibration", "db:aic-vllm")
+    assert "calibration: h200-sxm: " in err and "aic-vllm-0.24.0.json" in err
+    _, err = _plan(capsys, _scenario(tmp_path))
+    assert "aic-trtllm-1.3.0rc20.json" in err  # newest on one date: family names in order

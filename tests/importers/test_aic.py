@@ -84,7 +84,7 @@ def test_repeated_nccl_rows_are_samples_of_one_case(imported):
 def test_fit_recovers_the_fixture_constants(entry):
     rec = entry.record
     pre = rec.curve("h200-sxm", "prefill_compute_efficiency", "bf16")
-    assert pre.family == "aic-vllm-0.24.0" and [p.x for p in pre.points] == [16, 32, 64, 128, 512, 1024, 2048]
+    assert pre.family == "aic-vllm-0.24.0" and [p.x for p in pre.points] == [16, 17, 32, 64, 128, 512, 1024, 2048]
     assert pre.at(2048) == pytest.approx(fx.GEMM_MFU, rel=1e-4)  # every projection compute-bound there
     fp8 = rec.curve("h200-sxm", "prefill_compute_efficiency", "fp8")
     assert fp8.dtype == "fp8" and fp8.at(2048) == pytest.approx(fx.GEMM_MFU, rel=1e-4)
@@ -199,3 +199,29 @@ def test_the_installed_package_still_has_the_schema_read_here():
         from harness.specs.device_names import spec_name_for_device
 
         assert spec_name_for_device(aic.system_device(root, system)) is not None, system
+
+
+def test_above_peak_kernels_are_left_out_of_what_they_compose(tmp_path):
+    """A GEMM above the peak drops its token count from the prefill curve; an attention table with more than 1 % of
+    its cases above the HBM peak is not used for the decode curve at all (the A100 trtllm 1.0.0 table reads KV at up
+    to 169 % of the HBM peak)."""
+    root = _copy(tmp_path)
+    p = root / "h200_sxm/gemm/vllm/0.24.0/gemm_perf.parquet"
+    g = pd.read_parquet(p)
+    hit = (g["m"] == 1024) & (g["n"] == 4096) & (g["k"] == 4096) & (g["gemm_dtype"] == "bfloat16")
+    g.loc[hit, "latency"] = 1e-4  # 2·1024·4096·4096 FLOPs in 0.1 µs: far above the peak
+    g.to_parquet(p)
+    p = root / "h200_sxm/attention/vllm/0.24.0/generation_attention_perf.parquet"
+    a = pd.read_parquet(p)
+    hit = (a["kv_cache_dtype"] == "bfloat16") & (a["batch_size"] == 64) & (a["step"] == 4095)
+    a.loc[hit, "latency"] = a.loc[hit, "latency"] / 3
+    a.to_parquet(p)
+    (s,) = aic.import_aic(root, ["h200_sxm"], ["vllm"], tmp_path / "r")
+    rec, _ = calibrate(s["path"], into_db=True, db_dir=tmp_path / "db", command="t", n_bootstrap=20)
+    pre = rec.curve("h200-sxm", "prefill_compute_efficiency", "bf16")
+    assert 1024 not in [p.x for p in pre.points] and 512 in [p.x for p in pre.points]
+    assert any("token count(s) [1024] left out of the prefill curve" in w for w in rec.warnings)
+    assert not [c for c in rec.curves if c.quantity == "decode_bandwidth_efficiency" and c.dtype == "bf16"]
+    assert any("(bf16 weights, bf16 KV): 7% of the generation attention cases" in w and "no decode curve" in w
+               for w in rec.warnings)
+    assert rec.curves_at_contexts("h200-sxm", "decode_bandwidth_efficiency", "fp8")[0].dtype == "fp8"

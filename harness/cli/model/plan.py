@@ -16,10 +16,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario", help="scenario TOML file (see workloads/scenarios/)")
     parser.add_argument("--json", action="store_true", help="print every field as JSON (documented in docs/model.md)")
     parser.add_argument("--no-grid", action="store_true", help="leave the full PD allocation grid out of --json")
-    parser.add_argument("--calibration", metavar="FILE|db|none",
+    parser.add_argument("--calibration", metavar="FILE|db[:FAMILY]|none",
                         help="calibration JSON whose measured constants replace the defaults; 'db': the GPU calibration "
                              "database's entry for each scenario GPU (the default for GPUs whose efficiency the scenario "
-                             "does not state); 'none': datasheet peaks at the scenario's efficiency")
+                             "does not state), 'db:FAMILY' preferring a kernel family (db:aic-vllm); 'none': datasheet "
+                             "peaks at the scenario's efficiency")
 
 
 def database_gpus(s) -> list[str]:
@@ -38,14 +39,16 @@ def load_calibration(path: str | None, s=None):
     states no efficiency for), or none; says on stderr which entry each GPU uses and how old it is."""
     if path == "none" or (not path and s is None):
         return None
-    if path and path != "db":
+    explicit = bool(path) and (path == "db" or path.startswith("db:"))
+    if path and not explicit:
         from harness.calibration.file import load_calibration_for_model  # imported only when a calibration is given
 
         return load_calibration_for_model(path)
     from harness.calibration.gpu_db import entries, for_gpus
 
+    family = path.partition(":")[2] or None if path else None
     all_gpus = list(dict.fromkeys(p.gpu for p in s.pools))
-    gpus = all_gpus if path == "db" else database_gpus(s)
+    gpus = all_gpus if explicit else database_gpus(s)
     stated = [g for g in all_gpus if g not in gpus]
     if stated:
         have = [e for g in stated for e in entries(g)[:1]]
@@ -55,7 +58,7 @@ def load_calibration(path: str | None, s=None):
                   file=sys.stderr)
     if not gpus:
         return None
-    cal = for_gpus(gpus)
+    cal = for_gpus(gpus, family)
     if cal is None:
         print(f"calibration: {'; '.join(f'{g}: ' + lbl for g, lbl in _labels(gpus).items())}", file=sys.stderr)
         return None
