@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 import numpy as np
 
@@ -128,6 +128,18 @@ def bootstrap_medians(times: np.ndarray, n_boot: int, rng: np.random.Generator) 
         return np.full(n_boot, float(times[0]) if n else math.nan)
     idx = rng.integers(0, n, size=(n_boot, n))
     return np.median(times[idx], axis=1)
+
+
+class _AlphaBeta(NamedTuple):
+    """A T(S) = α + S/β fit: sizes, median times, the cases, α and 1/β, and their bootstrap distributions."""
+
+    x: np.ndarray
+    median_s: np.ndarray
+    cases: list
+    alpha_s: float
+    s_per_byte: float
+    alpha_boot: np.ndarray
+    s_per_byte_boot: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -377,16 +389,20 @@ class _Fitter:
                 "peak; left out of the α–β fit")
         return g[~over]
 
-    def _fit_link(self, link: str, direction: str, memory: Any, method: Any, by_size, counted: str) -> LinkFit | None:
+    def _alpha_beta(self, by_size) -> "_AlphaBeta":
+        """T(S) = α + S/β over (size, cases) pairs: weighted least squares with weights 1/T² (each size counts by its
+        relative error), and the fit over `n_bootstrap` resamples of every size's raw samples."""
         x = np.array([s for s, _ in by_size], dtype=float)
         cases = [c for _, cs in by_size for c in cs]
-        med = np.array([float(np.median(np.concatenate([c.times_s for c in cs]))) for _, cs in by_size])
+        samples = [np.concatenate([c.times_s for c in cs]) for _, cs in by_size]
+        med = np.array([float(np.median(t)) for t in samples])
         w = 1.0 / med**2
         a, b = wls_line(x, med, w)
-        boots = np.stack([bootstrap_medians(np.concatenate([c.times_s for c in cs]), self.n_boot, self.rng)
-                          for _, cs in by_size])
-        ab, bb = wls_line(x, boots, w)
-        a0, b0 = float(a[0]), float(b[0])
+        ab, bb = wls_line(x, np.stack([bootstrap_medians(t, self.n_boot, self.rng) for t in samples]), w)
+        return _AlphaBeta(x, med, cases, float(a[0]), float(b[0]), ab, np.where(bb > 0, bb, np.nan))
+
+    def _fit_link(self, link: str, direction: str, memory: Any, method: Any, by_size, counted: str) -> LinkFit | None:
+        x, med, cases, a0, b0, ab, bb = self._alpha_beta(by_size)
         name = ":".join(str(k) for k in (link, direction, memory, method) if k)
         if b0 <= 0:
             raise HarnessError(
@@ -404,7 +420,6 @@ class _Fitter:
                 f"above the spec peak {min(peaks) / 1e9:.4g} GB/s; a measurement or spec error — the link is not fitted "
                 "(rerun the transfer suite; check the peak in harness/specs)")
             return None
-        bb = np.where(bb > 0, bb, np.nan)
         alpha = self.estimate(a0, ab, "s", cases, "WLS intercept of T(S) = α + S/β, weights 1/T²")
         beta = self.estimate(bw, 1.0 / bb, "bytes/s", cases, "WLS 1/slope of T(S) = α + S/β, weights 1/T²; S = payload "
                              "bytes counted once")
@@ -445,25 +460,17 @@ class _Fitter:
                 self.warnings.append(f"collective {name}: {len(by_size)} message size(s) measured; α and β need at least "
                                      f"{MIN_LINK_SIZES}, so it is not fitted")
                 continue
-            x = np.array([s for s, _ in by_size], dtype=float)
-            cases = [c for _, cs in by_size for c in cs]
-            samples = [np.concatenate([c.times_s for c in cs]) for _, cs in by_size]
-            med = np.array([float(np.median(t)) for t in samples])
-            w = 1.0 / med**2
-            a, b = wls_line(x, med, w)
-            if float(b[0]) <= 0:
+            x, med, cases, a0, b0, ab, bb = self._alpha_beta(by_size)
+            if b0 <= 0:
                 self.warnings.append(f"collective {name}: the time does not grow with the message size; not fitted")
                 continue
-            boots = np.stack([bootstrap_medians(t, self.n_boot, self.rng) for t in samples])
-            ab, bb = wls_line(x, boots, w)
-            bb = np.where(bb > 0, bb, np.nan)
-            alpha = self.estimate(float(a[0]), ab, "s", cases, "WLS intercept of T(S) = α + S/β over message sizes, weights 1/T²")
-            beta = self.estimate(1.0 / float(b[0]), 1.0 / bb, "bytes/s", cases,
+            alpha = self.estimate(a0, ab, "s", cases, "WLS intercept of T(S) = α + S/β over message sizes, weights 1/T²")
+            beta = self.estimate(1.0 / b0, 1.0 / bb, "bytes/s", cases,
                                  "WLS 1/slope of T(S) = α + S/β, weights 1/T²; S = payload bytes per GPU (algorithm "
                                  "bandwidth, nccl-tests' algbw)")
             fam = case_family(str(backend), str(dtype), "cuda")
             out.append(CollectiveFit(op, int(n), impl, str(dtype), alpha, beta, tuple(x.tolist()), tuple(med.tolist()),
-                                     tuple((float(a[0]) + float(b[0]) * x).tolist()), fam))
+                                     tuple((a0 + b0 * x).tolist()), fam))
         return out
 
     # -- single constants --

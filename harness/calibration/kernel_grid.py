@@ -22,7 +22,8 @@ entries of one GPU are comparable:
 A grid's kernel source per dtype is the one covering the shapes with the most rows (an engine runs one
 path); which was read is a warning of the record. A step or token count with any invalid component
 (above the spec peak) is left out; when more than INVALID_SHARE_LIMIT of the attention cases at the
-model's heads are above the HBM peak the table is not used at all (the rest carry the same error).
+model's heads that read at least CACHE_SAFE_BYTES (more than any L2, so no cache can explain them)
+are above the HBM peak, the table is not used at all (the rest carry the same error).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ MIN_DECODE_CONTEXT = 128  # shorter contexts say little about a served decode st
 MIN_PREFILL_TOKENS = 16  # below this a prefill is a handful of rows: bandwidth-bound, not what compute efficiency models
 CURVE_DTYPES = ("bf16", "fp16", "fp8")  # the dtypes a plan runs at; fp8_block and weight-only types stay imported only
 INVALID_SHARE_LIMIT = 0.01
+# a KV read this large cannot be served from any catalog GPU's L2 (H100 50 MB, B200 126 MB, RTX PRO 6000 128 MB): such a
+# case above the HBM peak is a measurement or labelling error, where a small one may be a legitimately cache-served read
+CACHE_SAFE_BYTES = 256 * 2**20
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0}
 DECODE_DTYPES = (("bf16", "bf16"), ("fp8", "fp8"))  # (GEMM dtype, KV dtype) of the composed steps
@@ -203,12 +207,14 @@ def _decode_rows(table: dict[str, Any], attn, model, family: str, device: str, w
         return None
     source, sources = _pick_source(a, lambda sub: len(sub) > 0)
     a = a[a["p_kernel_source"] == source]
-    share = float((~a["valid"].astype(bool)).mean())
+    big = a[a["useful_bytes"] >= CACHE_SAFE_BYTES]
+    share = float((~big["valid"].astype(bool)).mean()) if len(big) else 0.0
     if share > INVALID_SHARE_LIMIT:
-        worst = float(np.nanmax(a["useful_bytes"] / a["median_s"] / a["peak_bytes_per_s"]))
-        warnings.append(f"{what}: {share:.0%} of the generation attention cases at {model.name}'s heads ({source}) read "
-                        f"KV faster than the HBM peak (up to {worst:.0%}): a measurement or labelling error of the table; "
-                        "no decode curve from it (the cases below the peak may carry the same error)")
+        worst = float(np.nanmax(big["useful_bytes"] / big["median_s"] / big["peak_bytes_per_s"]))
+        warnings.append(f"{what}: {share:.0%} of the generation attention cases at {model.name}'s heads ({source}) that read "
+                        f"at least {CACHE_SAFE_BYTES >> 20} MiB (more than any L2) read it faster than the HBM peak (up to "
+                        f"{worst:.0%}): a measurement or labelling error of the table; no decode curve from it (the cases "
+                        "below the peak may carry the same error)")
         return None
     weights = {name: table["plan"][name][0] * table["plan"][name][2] * table["plan"][name][1] * WEIGHT_BYTES[wdt]
                for name in table["proj"]}
