@@ -210,3 +210,21 @@ def test_import_device_keeps_the_run_when_it_cannot_be_filed(tmp_path, capsys, m
     assert "harness calibrate" in cap.err and "--into-db" in cap.err
     code = main(["micro", "import-device", str(_device_tarball(tmp_path)), "--out", str(tmp_path / "r2"), "--no-db"])
     assert code == 0 and capsys.readouterr().err == ""
+
+
+def test_the_shipped_database_loads_and_says_where_it_came_from(monkeypatch):
+    """Every committed entry parses, sits under its own GPU and family, and names its source; h200-sxm has one per
+    engine aiconfigurator measured (issue 46: at least h200-sxm, h100-sxm, a100-80gb-sxm)."""
+    monkeypatch.delenv(gpu_db.DB_ENV, raising=False)
+    found = gpu_db.entries()
+    assert {e.gpu for e in found} >= {"h200-sxm", "h100-sxm", "a100-80gb-sxm"}
+    for e in found:
+        assert e.provenance.source_kind == "imported kernel data" and e.provenance.source == "aiconfigurator 0.12.0"
+        assert e.provenance.reference_model == "qwen3-8b" and e.path.stat().st_size < gpu_db.ENTRY_SIZE_WARN_BYTES
+    assert sorted(e.family.split("-")[1] for e in found if e.gpu == "h200-sxm") == ["sglang", "trtllm", "vllm"]
+    e = gpu_db.pick("h200-sxm", "aic-vllm")
+    assert e.describe().startswith("calibration/gpus/h200-sxm/aic-vllm-0.24.0.json, imported kernel data "
+                                   "(aiconfigurator 0.12.0), ")
+    eff = e.constants.efficiency("h200-sxm", 32, 8192, "bf16", decode_context_tokens=8192)
+    assert 0.5 < eff.compute < 0.95 and 0.5 < eff.bandwidth < 0.95
+    assert e.constants.collective("all_reduce", 8, "nccl").time_s(1 << 20) > 0
