@@ -179,16 +179,17 @@ class ServedPoint:
     """Where a served figure was taken: the workload's lengths and the offered load, open loop (an arrival rate) or
     closed loop (a concurrency) — exactly one of the two."""
 
-    input_tokens: float  # prompt tokens a request (the mean, for a distribution): ISL
-    output_tokens: float  # output tokens a request (the mean): OSL
+    input_tokens: float | None  # prompt tokens a request (the mean, for a distribution): ISL; None: not recorded
+    output_tokens: float | None  # output tokens a request (the mean): OSL; None: not recorded
     rate_per_s: float | None = None  # open loop: the mean arrival rate; math.inf: every request at once (a burst)
     concurrency: int | None = None  # closed loop: users, each with one request in flight
     workload: str = ""  # which workload: a mix ("512/64"), a trace, a validation row's id
     index: int = 0  # its number among the points of one run
 
     def __post_init__(self) -> None:
-        _number(self.input_tokens, "ServedPoint.input_tokens", positive=True)
-        _number(self.output_tokens, "ServedPoint.output_tokens", positive=True)
+        for name in ("input_tokens", "output_tokens"):
+            if getattr(self, name) is not None:
+                _number(getattr(self, name), f"ServedPoint.{name}", positive=True)
         if (self.rate_per_s is None) == (self.concurrency is None):
             raise HarnessError("a ServedPoint has exactly one of rate_per_s (open loop) and concurrency (closed loop), got "
                                f"rate_per_s={self.rate_per_s!r}, concurrency={self.concurrency!r}")
@@ -211,8 +212,8 @@ class ServedPoint:
 
     @property
     def mix(self) -> str:
-        """"512/64": the prompt and output lengths."""
-        return f"{self.input_tokens:g}/{self.output_tokens:g}"
+        """"512/64": the prompt and output lengths ("?" where not recorded)."""
+        return "/".join("?" if x is None else f"{x:g}" for x in (self.input_tokens, self.output_tokens))
 
     def load_text(self) -> str:
         """The offered load as a reader says it: "0.8 req/s", "all at once", "concurrency 8"."""
