@@ -17,9 +17,9 @@ label and unit). The error convention, everywhere a prediction meets a measureme
 measured)` = (predicted − measured) / measured, signed, stored as a fraction; a target is a fraction too (0.10 for
 ±10 %); `fmt_error_pct` shows either as a percentage (harness.units.fmt_pct).
 
-Records turn into dicts only at the store: `to_dict` / `from_dict` (nested, inside a versioned document of their
-owner) and `comparison_rows` / `comparisons_from_rows` (one flat row per metric, for a stored table, stamped with
-SERVED_SCHEMA_VERSION). Format history (harness.versioning; a newer row is refused): 1 — first version.
+Records turn into dicts only at the store: `to_dict` / `from_dict` (nested, inside the versioned document of their
+owner, e.g. loop_report.json) and `comparison_rows` / `comparisons_from_rows` (one flat row per metric, for a table the
+store writes; the store stamps and upgrades its schema_version like every table's, harness.records).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from harness.errors import HarnessError
 from harness.units import fmt_pct
-from harness.versioning import load_versioned, stamp_version
 
 PERCENTILE_FIELDS = ("count", "mean", "p50", "p90", "p99", "max")
 
@@ -57,7 +56,7 @@ class Percentiles:
     @classmethod
     def from_values(cls, values: Iterable[Any]) -> "Percentiles":
         """Percentiles of the finite values (None and NaN are skipped); numpy's linear interpolation."""
-        import numpy as np
+        import numpy as np  # noqa: PLC0415 - numpy adds 0.4-0.5 s to importing this foundation module (measured here)
 
         a = np.asarray([float(v) for v in values if v is not None and math.isfinite(float(v))], dtype=float)
         if a.size == 0:
@@ -119,9 +118,6 @@ def fmt_error_pct(error: float | None, *, digits: int = 1) -> str:
     return fmt_pct(error, digits, missing="—", sign=True)
 
 
-
-SERVED_SCHEMA_VERSION = 1
-SERVED_UPGRADES: dict[int, Any] = {}
 
 LATENCIES = ("ttft_s", "tpot_s", "e2e_s")  # the Percentiles fields of a prediction and a measurement
 LATENCY_STATISTICS = ("mean", "p50", "p90", "p99")
@@ -525,11 +521,11 @@ def comparison_rows(comparisons: Iterable[ServedComparison]) -> list[dict[str, A
         point = {f"point_{k}": v for k, v in c.point.to_dict().items()}
         for r in c.rows:
             iv = r.measured_interval
-            out.append(stamp_version({
+            out.append({
                 **point, "predicted_by": c.predicted_by, "measured_by": c.measured_by, "simulated": c.simulated,
                 **{k: getattr(r, k) for k in ("metric", "predicted", "measured", "error", "target", "within", "note")},
                 **{f"interval_{k}": (getattr(iv, k) if iv is not None else None) for k in ("low", "high", "confidence", "n", "method")},
-                "repeat_values": [None if v is None else float(v) for v in r.repeat_values]}, SERVED_SCHEMA_VERSION))
+                "repeat_values": [None if v is None else float(v) for v in r.repeat_values]})
     return out
 
 
@@ -542,8 +538,9 @@ def comparisons_from_rows(rows: Iterable[Mapping[str, Any]], source: str = "serv
     out: dict[tuple[Any, ...], tuple[ServedPoint, dict[str, Any], list[MetricComparison]]] = {}
     for i, raw in enumerate(rows):
         where = f"{source} row {i}"
-        d = load_versioned({k: _none_if_nan(v) for k, v in dict(raw).items()}, SERVED_SCHEMA_VERSION, SERVED_UPGRADES, where,
-                           default=1, what="served comparison row", fix="rerun the comparison")
+        if not isinstance(raw, Mapping):
+            raise HarnessError(f"{where}: expected a mapping of columns, got {type(raw).__name__}")
+        d = {k: _none_if_nan(v) for k, v in raw.items() if k != "schema_version"}
         pd_ = {k[len("point_"):]: v for k, v in d.items() if k.startswith("point_")}
         for k in ("concurrency", "index"):  # a table column with missing values holds integers as floats
             if isinstance(pd_.get(k), float) and float(pd_[k]).is_integer():
@@ -562,6 +559,6 @@ def comparisons_from_rows(rows: Iterable[Mapping[str, Any]], source: str = "serv
                                   bool(d.get("simulated", True))) for p, d, rs in out.values())
 
 
-__all__ = ["LATENCIES", "METRICS", "PERCENTILE_FIELDS", "SERVED_SCHEMA_VERSION", "Interval", "Metric", "MetricComparison",
+__all__ = ["LATENCIES", "METRICS", "PERCENTILE_FIELDS", "Interval", "Metric", "MetricComparison",
            "Percentiles", "ServedComparison", "ServedMeasurement", "ServedPoint", "ServedPrediction", "comparison_rows",
            "comparisons_from_rows", "compare_served", "fmt_error_pct", "metric", "relative_error", "within_target"]
