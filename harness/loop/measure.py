@@ -505,7 +505,7 @@ def read_load_run(run_dir: str | Path, point: ServedPoint, span_s: float, *, rep
     run, is known) and the measured requests' TTFT and TPOT. A burst (`span_s` 0, every request intended at 0) has an
     empty window of intended sends: its figures count all."""
     run = Run(run_dir)
-    s = read_summary(run)["load"]
+    s = read_summary(run).load
     df = run.table("requests")
     ok = df[df["error_class"] == "ok"]
     busy = busy_union_s([(a / 1e9, b / 1e9) for a, b in zip(df["sent_ns"], df["last_byte_ns"]) if a is not None and b is not None
@@ -515,18 +515,16 @@ def read_load_run(run_dir: str | Path, point: ServedPoint, span_s: float, *, rep
     # the requests the summary's percentiles cover (a burst's window is empty: all of them)
     in_window = ok if span_s <= 0 else measured_requests(df, span_s=span_s, options=summary)[1]
     samples = {col: tuple(float(x) for x in in_window[col] if x == x) for col in ("ttft_s", "tpot_s") if col in in_window}
-    n_total, n_ok, errors = int(s["requests_total"]), int(s["requests_ok"]), dict(s["errors_by_class"])
+    n_total, n_ok, errors = int(s.requests_total), int(s.requests_ok), dict(s.errors_by_class)
     if span_s <= 0:
         n_total, n_ok = len(df), len(ok)
         errors = {str(k): int(v) for k, v in df["error_class"].value_counts().items()}  # with "ok", as the summary counts
     saturated = (saturated_rate([float(x) / 1e9 for x in ok["last_byte_ns"]], [[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]],
                                 [float(u) if u == u and u > 0 else float(k) for u, k in zip(ok["output_tokens_usage"], ok["output_tokens_chunks"])])
                  if len(ok) else None)
-    served = ServedMeasurement(point, str(run_dir), ttft_s=Percentiles.from_dict(s.get("ttft_s"), source="summary ttft_s"),
-                               tpot_s=Percentiles.from_dict(s.get("tpot_s"), source="summary tpot_s"),
-                               e2e_s=Percentiles.from_dict(s.get("e2e_s"), source="summary e2e_s"),
-                               request_throughput_per_s=float(s["request_throughput_per_s"]),
-                               output_tokens_per_s=float(s["output_tokens_per_s"]), capacity_requests_per_s=saturated,
+    served = ServedMeasurement(point, str(run_dir), ttft_s=s.ttft_s, tpot_s=s.tpot_s, e2e_s=s.e2e_s,
+                               request_throughput_per_s=float(s.request_throughput_per_s),
+                               output_tokens_per_s=float(s.output_tokens_per_s), capacity_requests_per_s=saturated,
                                requests_ok=n_ok, requests_total=n_total)
     load = LoadRun(str(run_dir), repeat, n_total, n_ok, errors, busy, share, med("engine_prompt_n"), med("engine_predicted_n"))
     return RunResult(served, load, samples)

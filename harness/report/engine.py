@@ -8,6 +8,7 @@ from typing import Any, Protocol, Sequence
 from harness.engines.crosscheck import CrossRow, render_rows
 from harness.engines.launcher import LaunchPlan, RunningEngine
 from harness.engines.session import SessionResult
+from workloads.summary import LoadSummary
 
 
 class EngineCheck(Protocol):
@@ -26,7 +27,7 @@ class BenchCheck(Protocol):
 
     api: str
     run_dir: str
-    summary: dict[str, Any]
+    summary: LoadSummary
     rows: list[CrossRow]
     prediction: dict[str, Any] | None
 
@@ -74,7 +75,7 @@ def render_session(res: SessionResult, benches: Sequence[BenchCheck]) -> str:
         for bc in benches:
             s = bc.summary
             lines += [f"\nbench-pd ({bc.api}): {bc.run_dir}",
-                      f"  {s['requests_ok']} ok of {s['requests_total']}, {s['output_tokens_per_s']:.1f} output tokens/s",
+                      f"  {s.requests_ok} ok of {s.requests_total}, {s.output_tokens_per_s:.1f} output tokens/s",
                       *("  " + ln for ln in twin_lines(bc.prediction, s)),
                       "  client vs engine (llama.cpp /metrics deltas over the run):"]
             lines += ["  " + ln for ln in render_rows(bc.rows).splitlines()]

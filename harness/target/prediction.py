@@ -19,13 +19,14 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from harness.errors import HarnessError
 from harness.served import Percentiles, ServedComparison, ServedMeasurement, ServedPoint, ServedPrediction, compare_served
 from harness.target.des import ServedFigures, saturation_capacity
 from harness.target.twin import predict_point, requests_from_rows, twin_dict
 from harness.versioning import load_versioned, stamp_version
+from workloads.summary import LoadSummary
 
 PREDICTION_FILE = "prediction.json"
 PREDICTION_SCHEMA_VERSION = 2
@@ -146,23 +147,17 @@ def predict_artifact(spec: Any, rows: Sequence[dict[str, Any]], *, span_s: float
 PREDICTION_METRICS = ("request_throughput_per_s", "output_tokens_per_s", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "e2e_p50_s")
 
 
-def measurement_from_summary(point: ServedPoint, summary: Mapping[str, Any], source: str = "bench-pd run") -> ServedMeasurement:
-    """The run's measured summary (workloads.summary's `load` document) as the shared measurement record of `point`;
-    a summary whose window is empty (`window_note`) measured no rate there."""
-    empty = bool(summary.get("window_note"))
-
-    def rate(name: str) -> float | None:
-        v = summary.get(name)
-        return None if empty or v is None else float(v)
-
-    return ServedMeasurement(point, source, ttft_s=Percentiles.from_dict(summary.get("ttft_s"), source=f"{source} ttft_s"),
-                             tpot_s=Percentiles.from_dict(summary.get("tpot_s"), source=f"{source} tpot_s"),
-                             e2e_s=Percentiles.from_dict(summary.get("e2e_s"), source=f"{source} e2e_s"),
-                             request_throughput_per_s=rate("request_throughput_per_s"), output_tokens_per_s=rate("output_tokens_per_s"),
-                             requests_ok=int(summary.get("requests_ok") or 0), requests_total=int(summary.get("requests_total") or 0))
+def measurement_from_summary(point: ServedPoint, summary: LoadSummary, source: str = "bench-pd run") -> ServedMeasurement:
+    """The run's measured summary (workloads.summary.LoadSummary) as the shared measurement record of `point`; a summary
+    whose window is empty (`window_note`) measured no rate there."""
+    empty = bool(summary.window_note)
+    return ServedMeasurement(point, source, ttft_s=summary.ttft_s, tpot_s=summary.tpot_s, e2e_s=summary.e2e_s,
+                             request_throughput_per_s=None if empty else float(summary.request_throughput_per_s),
+                             output_tokens_per_s=None if empty else float(summary.output_tokens_per_s),
+                             requests_ok=int(summary.requests_ok), requests_total=int(summary.requests_total))
 
 
-def compare_prediction(pred: TargetPrediction, summary: Mapping[str, Any], source: str = "bench-pd run") -> ServedComparison:
+def compare_prediction(pred: TargetPrediction, summary: LoadSummary, source: str = "bench-pd run") -> ServedComparison:
     """The prediction against the run's measured summary (harness.served.compare_served; shown, not judged)."""
     point = pred.served_point()
     return compare_served(pred.served(), measurement_from_summary(point, summary, source), metrics=PREDICTION_METRICS)
