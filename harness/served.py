@@ -222,11 +222,12 @@ class ServedPoint:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "served point") -> "ServedPoint":
-        return _build(cls, d, source)
+        return record_from_dict(cls, d, source)
 
 
-def _build(cls: Any, d: Any, source: str, **conv: Any) -> Any:
-    """`cls(**d)` with the fields in `conv` converted first; a missing or bad field is a HarnessError naming `source`."""
+def record_from_dict(cls: Any, d: Any, source: str, **conv: Any) -> Any:
+    """`cls(**d)` for a dataclass record read from a stored document: unknown keys dropped, the fields in `conv`
+    converted first; a document that is not a mapping, or a missing or bad field, is a HarnessError naming `source`."""
     if not isinstance(d, Mapping):
         raise HarnessError(f"{source}: expected a mapping of fields, got {type(d).__name__}; the file is damaged, rerun it.")
     try:
@@ -268,7 +269,7 @@ class Interval:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "interval") -> "Interval":
-        return _build(cls, d, source)
+        return record_from_dict(cls, d, source)
 
 
 _PCT_FIELDS = {lat: Percentiles.from_dict for lat in LATENCIES}
@@ -301,7 +302,7 @@ class ServedPrediction:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "served prediction") -> "ServedPrediction":
-        return _build(cls, d, source, point=lambda p: ServedPoint.from_dict(p, source), notes=tuple, **_PCT_FIELDS)
+        return record_from_dict(cls, d, source, point=lambda p: ServedPoint.from_dict(p, source), notes=tuple, **_PCT_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,7 +380,7 @@ class ServedMeasurement:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "served measurement") -> "ServedMeasurement":
-        return _build(cls, d, source, point=lambda p: ServedPoint.from_dict(p, source), notes=tuple,
+        return record_from_dict(cls, d, source, point=lambda p: ServedPoint.from_dict(p, source), notes=tuple,
                       intervals=lambda x: {k: Interval.from_dict(v, source) for k, v in (x or {}).items()},
                       repeats=lambda x: tuple(cls.from_dict(r, source) for r in x or ()), **_PCT_FIELDS)
 
@@ -436,7 +437,7 @@ class MetricComparison:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "metric comparison") -> "MetricComparison":
-        return _build(cls, d, source, measured_interval=lambda x: None if x is None else Interval.from_dict(x, source),
+        return record_from_dict(cls, d, source, measured_interval=lambda x: None if x is None else Interval.from_dict(x, source),
                       repeat_values=lambda x: tuple(None if v is None or v != v else float(v) for v in (x if x is not None else ())))
 
 
@@ -468,7 +469,7 @@ class ServedComparison:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "served comparison") -> "ServedComparison":
-        return _build(cls, d, source, point=lambda p: ServedPoint.from_dict(p, source),
+        return record_from_dict(cls, d, source, point=lambda p: ServedPoint.from_dict(p, source),
                       rows=lambda x: tuple(MetricComparison.from_dict(r, source) for r in x or ()))
 
 
@@ -561,4 +562,5 @@ def comparisons_from_rows(rows: Iterable[Mapping[str, Any]], source: str = "serv
 
 __all__ = ["LATENCIES", "METRICS", "PERCENTILE_FIELDS", "Interval", "Metric", "MetricComparison",
            "Percentiles", "ServedComparison", "ServedMeasurement", "ServedPoint", "ServedPrediction", "comparison_rows",
-           "comparisons_from_rows", "compare_served", "fmt_error_pct", "metric", "relative_error", "within_target"]
+           "comparisons_from_rows", "compare_served", "fmt_error_pct", "metric", "record_from_dict", "relative_error",
+           "within_target"]

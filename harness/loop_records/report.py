@@ -20,12 +20,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from harness.errors import HarnessError
-from harness.loop_records.stages import (CONTENDED_SHARE, CpuConstants, StageComparison, StageMeasurement, StagePrediction,
-                                         _from)
+from harness.loop_records.stages import CONTENDED_SHARE, CpuConstants, StageComparison, StageMeasurement, StagePrediction
 from harness.loop_records.steps import StepRow
 from harness.loop_records.verdict import AbsoluteVerdict, RepeatabilityVerdict
 from harness.loop_records.windows import StageWindow
-from harness.served import Interval, Percentiles, ServedComparison, ServedMeasurement, ServedPoint, ServedPrediction, metric
+from harness.served import (Interval, Percentiles, ServedComparison, ServedMeasurement, ServedPoint, ServedPrediction, metric,
+                            record_from_dict)
 from harness.target.stage_requests import RequestCheck
 from harness.versioning import load_versioned, stamp_version
 
@@ -61,7 +61,7 @@ class LoadRun:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "load run") -> "LoadRun":
-        return _from(cls, d, source, errors_by_class=lambda x: {str(k): int(v) for k, v in (x or {}).items()})
+        return record_from_dict(cls, d, source, errors_by_class=lambda x: {str(k): int(v) for k, v in (x or {}).items()})
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class LoopPoint:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "loop point") -> "LoopPoint":
-        return _from(cls, d, source, point=lambda p: ServedPoint.from_dict(p, source),
+        return record_from_dict(cls, d, source, point=lambda p: ServedPoint.from_dict(p, source),
                      prediction=lambda p: ServedPrediction.from_dict(p, source), windows=tuple,
                      measurement=lambda m: None if m is None else ServedMeasurement.from_dict(m, source),
                      runs=lambda rs: tuple(LoadRun.from_dict(r, source) for r in rs or ()))
@@ -126,7 +126,7 @@ class MixCapacity:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "capacity") -> "MixCapacity":
-        return _from(cls, d, source, windows=tuple, burst_requests=lambda n: None if n is None else int(n))
+        return record_from_dict(cls, d, source, windows=tuple, burst_requests=lambda n: None if n is None else int(n))
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ class LoopSettings:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "loop settings") -> "LoopSettings":
-        return _from(cls, d, source, mixes=lambda m: tuple(tuple(int(x) for x in p) for p in m or ()),
+        return record_from_dict(cls, d, source, mixes=lambda m: tuple(tuple(int(x) for x in p) for p in m or ()),
                      rate_fractions=lambda r: tuple(float(x) for x in r or ()), batches=lambda b: tuple(int(x) for x in b or ()),
                      stage_reps=lambda b: tuple(int(x) for x in b or ()))
 
@@ -223,7 +223,7 @@ class LoopReport:
                            fix="the run is damaged; rerun the loop")
         opt = (lambda f: (lambda x: None if x is None else f(x, source)))
         many = (lambda f: (lambda xs: tuple(f(x, source) for x in xs or ())))
-        return _from(cls, {k: v for k, v in d.items() if k != "schema_version"}, source,
+        return record_from_dict(cls, {k: v for k, v in d.items() if k != "schema_version"}, source,
                      settings=lambda s: LoopSettings.from_dict(s or {}, source), notes=tuple,
                      constants=opt(CpuConstants.from_dict), stage_predictions=many(StagePrediction.from_dict),
                      stage_measurements=many(StageMeasurement.from_dict), stage_comparisons=many(StageComparison.from_dict),

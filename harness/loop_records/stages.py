@@ -6,17 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from harness.errors import HarnessError
-
-
-def _from(cls: Any, d: Any, source: str, **conv: Any) -> Any:
-    """`cls(**d)` (unknown keys dropped, `conv` applied first); a bad document is a HarnessError naming `source`."""
-    if not isinstance(d, Mapping):
-        raise HarnessError(f"{source}: expected a mapping of fields, got {type(d).__name__}; the run is damaged, rerun it.")
-    try:
-        return cls(**{k: (conv[k](v) if k in conv else v) for k, v in d.items() if k in cls.__dataclass_fields__})
-    except TypeError as exc:
-        raise HarnessError(f"{source}: {exc}; the run is damaged, rerun it.") from None
+from harness.served import record_from_dict
 
 
 @dataclass(frozen=True)
@@ -40,7 +30,7 @@ class CpuConstants:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "constants") -> "CpuConstants":
-        return _from(cls, d, source)
+        return record_from_dict(cls, d, source)
 
 
 @dataclass(frozen=True)
@@ -61,7 +51,7 @@ class StagePrediction:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "stage prediction") -> "StagePrediction":
-        return _from(cls, d, source)
+        return record_from_dict(cls, d, source)
 
 
 @dataclass(frozen=True)
@@ -80,7 +70,7 @@ class StageMeasurement:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "stage measurement") -> "StageMeasurement":
-        return _from(cls, d, source, samples=tuple)
+        return record_from_dict(cls, d, source, samples=tuple)
 
 
 @dataclass(frozen=True)
@@ -104,7 +94,7 @@ class StageComparison:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "stage comparison") -> "StageComparison":
-        return _from(cls, d, source)
+        return record_from_dict(cls, d, source)
 
 
 CONTENDED_SHARE = 0.85  # a measurement during which the engine got less of its cores than this is contended

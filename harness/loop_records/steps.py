@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from harness.loop_records.stages import _from
+from harness.served import record_from_dict
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class StepRow:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "served step") -> "StepRow":
-        return _from(cls, d, source)
+        return record_from_dict(cls, d, source)
 
 
 __all__ = ["StepRow"]

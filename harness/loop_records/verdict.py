@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harness.loop_records.stages import _from
+from harness.served import record_from_dict
 from harness.served import Interval, ServedComparison, fmt_error_pct
 
 CONFIDENCE = 0.95
@@ -54,7 +54,7 @@ class AbsoluteVerdict:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "verdict") -> "AbsoluteVerdict":
-        return _from(cls, d, source, failures=tuple)
+        return record_from_dict(cls, d, source, failures=tuple)
 
     @classmethod
     def of(cls, comparisons: Sequence[ServedComparison], contended_points: int = 0) -> "AbsoluteVerdict":
@@ -115,7 +115,7 @@ class RepeatabilityVerdict:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "repeatability verdict") -> "RepeatabilityVerdict":
-        return _from(cls, d, source)
+        return record_from_dict(cls, d, source)
 
     @classmethod
     def of(cls, comparisons: Sequence[ServedComparison], *, n_boot: int = N_BOOT, seed: int = 0,

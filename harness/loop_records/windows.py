@@ -7,7 +7,7 @@ import statistics
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
-from harness.loop_records.stages import _from
+from harness.served import record_from_dict
 from harness.target.stage_requests import RequestCheck, mixed_alone_prompt_s, parse_mixed_phase
 
 
@@ -36,7 +36,7 @@ class StageWindow:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "stage window") -> "StageWindow":
         tup = (lambda rows: tuple(tuple(r) for r in rows or ()))
-        return _from(cls, d, source, decode_step_s_by_batch=tup, mixed_prompt_s=tup, mixed_extra_s=tup,
+        return record_from_dict(cls, d, source, decode_step_s_by_batch=tup, mixed_prompt_s=tup, mixed_extra_s=tup,
                      phases_s=lambda x: dict(x or {}))
 
     def summarised(self, checks: Sequence[RequestCheck]) -> "StageWindow":

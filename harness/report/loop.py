@@ -140,9 +140,10 @@ def _verdict(sec: Section, r: LoopReport) -> None:
                      "had work) and are excluded.")
     sec.items += [f"Outside target: {f}" for f in v.failures]
     rep = r.repeatability
+    none = ("none: each point was measured once (--repeats 1)" if r.settings.repeats < 2 else
+            "none: no figure measured twice could be judged (see why above)")
     sec.items.append("Repeatability verdict (the twin's errors against the engine's own repeat-to-repeat differences): "
-                     + (rep.text() if rep is not None else "none: no judged figure was measured twice (--repeats 1)")
-                     + "; the test is in docs/loop-cpu.md.")
+                     + (rep.text() if rep is not None else none) + "; the test is in docs/loop-cpu.md.")
     if r.first_window_verdict is not None:
         fw = r.first_window_verdict
         sec.items.append(f"Stage windows: with stage window 1 alone (how the points were planned) {fw.within} of {fw.judged} "

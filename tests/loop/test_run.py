@@ -113,7 +113,7 @@ def test_loop_writes_every_table(tmp_path, fixed_constants):
     assert "Served steps" in md and "twin against engine, median step at the fullest batch: 48/6 batch" in md
     assert r.served_steps and all(x.mix == "48/6" and x.batch >= 1 for x in r.served_steps)
     assert sum(x.engine_n for x in r.served_steps) > 0 and sum(x.twin_n for x in r.served_steps) > 0
-    assert "Repeatability verdict" in md and "none: no judged figure was measured twice" in md
+    assert "Repeatability verdict" in md and "none: each point was measured once (--repeats 1)" in md
     # `harness report RUN` renders a loop run: HTML with its figures embedded, and the Markdown summary
     from harness.report.registry import pick_renderer, report
 
