@@ -271,7 +271,9 @@ def _3_to_4(d: dict[str, Any]) -> dict[str, Any]:
                 "config": s.get("config", "?"), "mixes": s.get("mixes") or [], "rate_fractions": s.get("rate_fractions") or [],
                 "point_duration_s": float(s.get("point_duration_s") or 0.0), "seed": int(s.get("seed") or 0),
                 "load_average_before": before, "load_average_after": after, "stage_windows": int(s.get("stage_windows") or 0),
-                "capacity_requests": int(s.get("capacity_requests") or 0)}
+                "capacity_requests": int(s.get("capacity_requests") or 0),
+                # not stored before format 4: as many as the comparisons kept
+                "repeats": max([len(r.get("repeat_values") or []) for r in d.get("served_comparisons") or []] + [1])}
     caps = {str(k): {"requests_per_s": float(v["requests_per_s"]), "output_tokens_per_s": float(v["output_tokens_per_s"]),
                      "burst_requests": None if v.get("burst_requests") is None else int(v["burst_requests"]),
                      "windows": list(v.get("stage_windows") or [0])}

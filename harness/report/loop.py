@@ -17,7 +17,7 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.loop_records.report import LoopPoint, LoopReport, read_loop_report
-from harness.loop_records.verdict import repeat_difference
+from harness.loop_records.verdict import AbsoluteVerdict, repeat_difference
 from harness.outdir import writable_dir
 from harness.report.figures import _fig, _log, _png
 from harness.report.page import Figure, Page, Section, Table
@@ -146,11 +146,15 @@ def _verdict(sec: Section, r: LoopReport) -> None:
                      + (rep.text() if rep is not None else none) + "; the test is in docs/loop-cpu.md.")
     if r.first_window_verdict is not None:
         fw = r.first_window_verdict
-        sec.items.append(f"Stage windows: with stage window 1 alone (how the points were planned) {fw.within} of {fw.judged} "
-                         f"judged figures within target, against {v.within} with every window's median.")
+        sec.items.append(f"Stage windows: with stage window 1 alone (how the points were planned) {_count(fw)}, against "
+                         f"{_count(v)} with every window's median.")
     steps = _steps_line(r)
     if steps:
         sec.items.append(steps)
+
+
+def _count(v: AbsoluteVerdict) -> str:
+    return f"{v.within} of {v.judged} judged figures within target" if v.judged else "nothing judged"
 
 
 def _twin_line(r: LoopReport) -> str:
