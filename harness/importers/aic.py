@@ -254,7 +254,7 @@ def _collapse(df):
     return out, len(df) - len(out)
 
 
-def _dtype(raw: Any, table: str, path: Path) -> tuple[str, float, float, float]:
+def _dtype(raw: Any) -> tuple[str, float, float, float]:
     got = DTYPES.get(str(raw))
     if got is None:  # an unknown type is kept by its own name, with no element sizes and no peak
         return (_SAFE.sub("_", str(raw)), math.nan, math.nan, math.nan)
@@ -355,7 +355,7 @@ def _device(df, path: Path, want: str | None) -> str:
 
 def _gemm(df, sel: Selection, spec: Any, peak_src: str):
     family = sel.family
-    d = [_dtype(x, "gemm_perf", sel.tables["gemm_perf"]) for x in df["gemm_dtype"]]
+    d = [_dtype(x) for x in df["gemm_dtype"]]
     dt = [x[0] for x in d]
     a, w, o = (np.array([x[i] for x in d], dtype=float) for i in (1, 2, 3))
     m, n, k = (df[c].astype(np.int64).to_numpy() for c in ("m", "n", "k"))
@@ -373,7 +373,7 @@ def _attention(df, sel: Selection, spec: Any, peak_src: str, phase: str):
     b, isl, step, h, kvh, hd = (df[c].astype(np.int64).to_numpy() for c in
                                 ("batch_size", "isl", "step", "num_heads", "num_key_value_heads", "head_dim"))
     win = df["window_size"].astype(np.int64).to_numpy() if "window_size" in df.columns else np.zeros(len(df), np.int64)
-    kvd = [_dtype(x, "attention", Path())[0] for x in df["kv_cache_dtype"]]
+    kvd = [_dtype(x)[0] for x in df["kv_cache_dtype"]]
     kvb = np.array([1.0 if x == "fp8" else 2.0 for x in kvd])
     ctx = step + isl  # keys each new token attends: the cached ones and its own
     ks = df["kernel_source"].astype(str).to_numpy() if "kernel_source" in df.columns else np.full(len(df), "")
@@ -396,7 +396,7 @@ def _attention(df, sel: Selection, spec: Any, peak_src: str, phase: str):
              for bi, qi, ci, hi, ki, di, kd, wi, si in zip(b, isl, ctx, h, kvh, hd, kvd, win, ks)]
     # attention runs at the activation type (bf16: the collectors' attn_dtype) against the bf16 peak
     dt = [str(x) for x in (df["attn_dtype"] if "attn_dtype" in df.columns else ["bfloat16"] * len(df))]
-    dt = [_dtype(x, "attention", Path())[0] for x in dt]
+    dt = [_dtype(x)[0] for x in dt]
     return _rows(SUITE_KERNEL, cases, family, dt, params, df["latency"].astype(float).to_numpy() * 1e-3, flops, nbytes,
                  _peaks(spec, dt), np.full(len(df), spec.hbm_bandwidth_bytes_per_s), peak_src, df["_samples_ms"])
 
@@ -407,7 +407,7 @@ def _moe(df, sel: Selection, spec: Any, peak_src: str):
                                        ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
                                         "moe_ep_size"))
     dist = df["distribution"].astype(str).to_numpy()
-    dt = [_dtype(x, "moe_perf", Path())[0] for x in df["moe_dtype"]]
+    dt = [_dtype(x)[0] for x in df["moe_dtype"]]
     ks = df["kernel_source"].astype(str).to_numpy() if "kernel_source" in df.columns else np.full(len(df), "")
     # a gated MLP (gate, up, down) multiplies three matrices; a kernel named non-gated (gpt-oss style, "nongated") two
     mats = np.array([2.0 if "nongated" in s.lower() else 3.0 for s in ks])
@@ -438,7 +438,7 @@ def _comm(df, sel: Selection, table: str, gpu: str):
                                                          "kernel_source")
         impl = np.array([_SAFE.sub("_", str(x)).lower() for x in df[col]]) if col in df.columns else np.full(
             len(df), sel.engine)
-    d = [_dtype(x, table, Path()) for x in raw_dt]
+    d = [_dtype(x) for x in raw_dt]
     dt = [x[0] for x in d]
     eb = np.array([x[1] for x in d], dtype=float)
     size = (elems * eb)
