@@ -73,7 +73,7 @@ from microbench.params import (
 DEFAULT_BOOTSTRAP = 200
 MIN_CURVE_POINTS = 2
 MIN_LINK_SIZES = 3
-COLLECTIVE_DTYPES = ("bf16", "fp16")
+COLLECTIVE_DTYPES = ("bf16", "fp16", "fp32", "bfloat16", "half", "float")  # our names and nccl-tests' (-d)
 BYTE_CONVENTION = "β in payload bytes/s, each byte counted once (as nvbandwidth counts a copy)"
 _Q = (2.5, 97.5)
 
@@ -448,8 +448,8 @@ class _Fitter:
         rows = rows.assign(_key=[(r.op, r.num_gpus, r.implementation) for r in recs], _size=[float(r.size_bytes) for r in recs])
         other = sorted(set(rows["dtype"]) - set(COLLECTIVE_DTYPES))
         if other:
-            self.warnings.append(f"collectives of element type {', '.join(other)} not fitted (the {'/'.join(COLLECTIVE_DTYPES)} "
-                                 "ones are: an engine reduces activations in them)")
+            self.warnings.append(f"collectives of element type {', '.join(other)} not fitted (the floating-point ones are: "
+                                 "an engine reduces activations in them)")
             rows = rows[rows["dtype"].isin(COLLECTIVE_DTYPES)]
         out = []
         for (key, dtype, backend), g in rows.groupby(["_key", "dtype", "backend"], sort=True):

@@ -241,3 +241,14 @@ def test_a_small_attention_case_above_the_peak_drops_its_own_step_only(tmp_path)
     dec = {c.context_tokens: c for c in rec.curves if c.quantity == "decode_bandwidth_efficiency" and c.dtype == "bf16"}
     assert [p.x for p in dec[1024].points] == [1, 4, 8, 16, 32, 64] and len(dec[4096].points) == 7
     assert any("1 (batch, context) step(s) left out: a component kernel is above the spec peak" in w for w in rec.warnings)
+
+
+def test_nccl_tests_imports_are_fitted_as_collectives(tmp_path):
+    """nccl-tests -J output files the same typed collective cases, so our own GPU runs get all-reduce by size too."""
+    from harness.importers import import_to_run
+
+    s = import_to_run("nccl-tests", ROOT / "tests" / "data" / "importers" / "nccl_tests_v2.json", tmp_path / "r")
+    rec, _ = calibrate(s["path"], tmp_path / "c.json", n_bootstrap=20)
+    (fit,) = [c for c in rec.collectives if c.op == "all_reduce"]
+    assert fit.num_gpus == 2 and fit.implementation == "nccl" and fit.bandwidth_bytes_per_s.value > 0
+    assert fit.time_s(fit.sizes_bytes[-1]) == pytest.approx(fit.median_s[-1])
