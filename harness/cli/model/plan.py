@@ -36,7 +36,8 @@ def database_gpus(s) -> list[str]:
 
 def load_calibration(path: str | None, s=None):
     """The calibration a plan uses: a file, the database's entries ('db', and by default for the GPUs the scenario
-    states no efficiency for), or none; says on stderr which entry each GPU uses and how old it is."""
+    states no efficiency for), or none; says on stderr which entry each database GPU uses and how old it is, or that
+    it has none (uncalibrated)."""
     if path == "none" or (not path and s is None):
         return None
     explicit = bool(path) and (path == "db" or path.startswith("db:"))
@@ -44,19 +45,12 @@ def load_calibration(path: str | None, s=None):
         from harness.calibration.file import load_calibration_for_model  # imported only when a calibration is given
 
         return load_calibration_for_model(path)
-    from harness.calibration.gpu_db import entries, for_gpus
+    from harness.calibration.gpu_db import for_gpus
 
     family = path.partition(":")[2] or None if path else None
     all_gpus = list(dict.fromkeys(p.gpu for p in s.pools))
     gpus = all_gpus if explicit else database_gpus(s)
-    stated = [g for g in all_gpus if g not in gpus]
-    if stated:
-        have = [e for g in stated for e in entries(g)[:1]]
-        if have:
-            print(f"calibration: the scenario states the efficiency of {', '.join(stated)}; the database entries "
-                  f"({'; '.join(e.describe() for e in have)}) are not applied (--calibration db applies them).",
-                  file=sys.stderr)
-    if not gpus:
+    if not gpus:  # the scenario states every GPU's efficiency: it is kept, and said nothing about (--calibration db)
         return None
     cal = for_gpus(gpus, family)
     if cal is None:
