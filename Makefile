@@ -25,7 +25,7 @@ BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 ENGINE_CONFIG ?= llama-cpp-gemma3-270m
 
-.PHONY: step-time install install-engine test bench bench-pd loop-cpu sweep plan micro calibrate report nightly compare-engines browser-deps clean
+.PHONY: gpu-engine step-time install install-engine test bench bench-pd loop-cpu sweep plan micro calibrate report nightly compare-engines browser-deps clean
 
 $(BIN)/harness: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -88,3 +88,8 @@ browser-deps:
 
 clean:
 	rm -rf $(VENV) .pytest_cache .benchmarks
+
+# llama.cpp with CUDA for a lent GPU machine, cross-built here from the engine's own sdist (docs/engines.md, about an
+# hour on two busy cores); packed into .gpu-engine/, which the device call carries (docs/gpu-loop.md)
+gpu-engine:
+	scripts/gpu_engine.sh

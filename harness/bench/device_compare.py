@@ -1,0 +1,146 @@
+"""The device loop's twins against its measured served points, offline: per point, metric and twin, the error and the
+engine's own repeat-to-repeat spread.
+
+Reads a device-loop work folder (microbench/device_loop.sh's WORK, or its tarball unpacked): predictions.json (every
+twin's prediction of every point, made before the served step) and served.jsonl (each load run as measured).
+Metrics and targets (issue 47, judged on dedicated hardware): capacity of the burst (requests/s by
+harness.target.saturation's estimator) within 5 %, TTFT p50 and TPOT p50 of every rate point within 10 %. A point
+measured twice is judged on the median of its repeats; its spread is (max − min) / median over the repeats. The error
+is harness.served's convention: (predicted − measured) / measured, a signed fraction.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.served import fmt_error_pct, relative_error
+
+TARGETS = {"capacity_rps": 0.05, "ttft_p50_s": 0.10, "tpot_p50_s": 0.10}
+MEASURED_FIELD = {"capacity_rps": "saturated_rps", "ttft_p50_s": "ttft_p50_s", "tpot_p50_s": "tpot_p50_s"}
+TWIN_ORDER = ("b", "a", "b_proxy")
+
+
+def read_served(work: Path) -> list[dict[str, Any]]:
+    p = work / "served.jsonl"
+    if not p.is_file():
+        raise HarnessError(f"{p} is missing: the served step measured nothing (see checks.json and the log).")
+    rows = []
+    for i, ln in enumerate(p.read_text().splitlines(), 1):
+        if ln.strip():
+            try:
+                rows.append(json.loads(ln))
+            except json.JSONDecodeError as exc:
+                raise HarnessError(f"{p} line {i} is not JSON ({exc}); the served step was cut while writing it.") from None
+    return rows
+
+
+def spread(values: list[float]) -> float | None:
+    """(max − min) / median of a point's repeats; None with fewer than two."""
+    if len(values) < 2:
+        return None
+    med = statistics.median(values)
+    return (max(values) - min(values)) / med if med else None
+
+
+def compare_work(work: str | Path) -> dict[str, Any]:
+    """Every (point, metric, twin) row with the prediction, the measured median, the error and the repeats' spread;
+    and per twin the verdict against the targets."""
+    w = Path(work)
+    pth = w / "predictions.json"
+    if not pth.is_file():
+        raise HarnessError(f"{pth} is missing: the twins step did not run (see checks.json); nothing to compare.")
+    pred = json.loads(pth.read_text())
+    served = read_served(w)
+    by_point: dict[int, list[dict[str, Any]]] = {}
+    for r in served:
+        by_point.setdefault(int(r["point"]), []).append(r)
+    rows: list[dict[str, Any]] = []
+    for pt in pred["points"]:
+        reps = by_point.get(pt["point"], [])
+        metrics = ("capacity_rps",) if pt["kind"] == "burst" else ("ttft_p50_s", "tpot_p50_s")
+        for metric in metrics:
+            vals = [float(r[MEASURED_FIELD[metric]]) for r in reps if r.get(MEASURED_FIELD[metric]) is not None]
+            measured = statistics.median(vals) if vals else None
+            for twin, fig in pt["predicted"].items():
+                p = fig.get(metric)
+                err = relative_error(p, measured)
+                rows.append({"point": pt["point"], "mix": pt["mix"], "kind": pt["kind"], "fraction": pt["fraction"],
+                             "rate_per_s": pt["rate_per_s"], "metric": metric, "twin": twin, "predicted": p,
+                             "measured": measured, "repeats": len(vals), "measured_values": vals, "error": err,
+                             "repeat_spread": spread(vals), "target": TARGETS[metric],
+                             "within_target": None if err is None else abs(err) <= TARGETS[metric],
+                             "requests_ok": sum(int(r.get("requests_ok", 0)) for r in reps)})
+    return {"schema_version": 1, "planned_on": pred.get("planned_on"), "twins": pred.get("twins", {}),
+            "twins_missing": pred.get("twins_missing", {}), "rows": rows, "verdict": verdict(rows),
+            "unmeasured_points": [pt["point"] for pt in pred["points"] if pt["point"] not in by_point]}
+
+
+def verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per twin: figures judged, within target, median |error|; and the engine's median repeat spread beside it."""
+    out: dict[str, Any] = {}
+    for twin in sorted({r["twin"] for r in rows}, key=lambda t: TWIN_ORDER.index(t) if t in TWIN_ORDER else 9):
+        judged = [r for r in rows if r["twin"] == twin and r["error"] is not None]
+        errs = [abs(r["error"]) for r in judged]
+        out[twin] = {"judged": len(judged), "within_target": sum(bool(r["within_target"]) for r in judged),
+                     "median_abs_error": statistics.median(errs) if errs else None}
+    per_figure = {(r["point"], r["metric"]): r["repeat_spread"] for r in rows if r["repeat_spread"] is not None}
+    spreads = list(per_figure.values())
+    out["engine_repeat_spread_median"] = statistics.median(spreads) if spreads else None
+    return out
+
+
+def markdown(cmp: dict[str, Any]) -> str:
+    """The comparison as a Markdown table (docs/gpu-loop.md's layout) with the verdict lines under it."""
+    lines = ["| point | mix | load | metric | twin | predicted | measured (repeats) | error | repeat spread |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in cmp["rows"]:
+        load = "burst" if r["kind"] == "burst" else f"{r['fraction']:.0%} ({r['rate_per_s']:.3g} req/s)"
+        unit = (lambda v: "—" if v is None else f"{v:.3g} req/s") if r["metric"] == "capacity_rps" else \
+            (lambda v: "—" if v is None else f"{v * 1e3:.1f} ms")
+        sp = "—" if r["repeat_spread"] is None else f"{r['repeat_spread']:.1%}"
+        lines.append(f"| {r['point']} | {r['mix']} | {load} | {r['metric']} | {r['twin']} | {unit(r['predicted'])} | "
+                     f"{unit(r['measured'])} ({r['repeats']}) | {fmt_error_pct(r['error'])} | {sp} |")
+    v = cmp["verdict"]
+    lines.append("")
+    for twin in [k for k in v if k != "engine_repeat_spread_median"]:
+        t = v[twin]
+        med = "—" if t["median_abs_error"] is None else f"{t['median_abs_error']:.1%}"
+        label = cmp["twins"].get(twin, {}).get("label", twin)
+        lines.append(f"- twin {label}: {t['within_target']} of {t['judged']} figures within target, median |error| {med}")
+    sp = v.get("engine_repeat_spread_median")
+    lines.append(f"- the engine against itself: median repeat-to-repeat spread {'—' if sp is None else f'{sp:.1%}'}")
+    for k, why in cmp.get("twins_missing", {}).items():
+        lines.append(f"- twin {k} not built: {why}")
+    if cmp.get("unmeasured_points"):
+        lines.append(f"- points not measured (deadline or failure): {cmp['unmeasured_points']}")
+    return "\n".join(lines) + "\n"
+
+
+def store_run(work: str | Path, cmp: dict[str, Any]) -> Path:
+    """One run of kind loop-gpu-device under WORK/results/<machine>/: the comparison and served tables, and the files
+    the twins were built from, so `harness micro import-device` files it with the call's micro runs."""
+    from harness.bench.device_loop import RUN_KIND  # noqa: PLC0415
+    from harness.records import new_manifest  # noqa: PLC0415
+    from harness.store import RunWriter  # noqa: PLC0415
+
+    w = Path(work)
+    facts = json.loads((w / "facts.json").read_text()) if (w / "facts.json").is_file() else {}
+    plan = json.loads((w / "plan.json").read_text()) if (w / "plan.json").is_file() else {}
+    served = read_served(w)
+    manifest = new_manifest(RUN_KIND, gpu_name=facts.get("gpu_name") or None, command_line=["microbench/device_loop.sh"],
+                            extra={"device_loop": {"preset": plan.get("preset"), "facts": facts, "verdict": cmp["verdict"]}})
+    with RunWriter(manifest, w / "results") as rw:
+        rw.append("device_loop_comparison", [{**r, "measured_values": json.dumps(r["measured_values"])} for r in cmp["rows"]])
+        rw.append("device_loop_served", [{k: (json.dumps(v) if isinstance(v, (dict, list, tuple)) else v) for k, v in r.items()}
+                                         for r in served])
+        for name in ("predictions.json", "comparison.json", "step-time.json", "plan.json", "facts.json",
+                     "engine-startup.json"):
+            if (w / name).is_file():
+                rw.write_json(name, json.loads((w / name).read_text()))
+        for t in sorted((w / "twins").glob("*.json")) if (w / "twins").is_dir() else []:
+            rw.write_json(f"twin-{t.stem}.json", json.loads(t.read_text()))
+    return rw.path
