@@ -10,7 +10,7 @@
 #   run.tar.gz        WORK packed without the model: results/<machine>/<run_id>/ (the suites' run, llama.cpp's micro
 #                     run, the load runs, the loop-gpu-device run with the comparison), predictions, twins, served.jsonl
 #   device_loop.log   everything printed
-# Each step is its own process with its own time limit; the whole call is bounded by BUDGET_S (default 480 s): the
+# Each step is its own process with its own time limit; the whole call is bounded by BUDGET_S (default 540 s): the
 # served step gets what the others left, less the time to compare and pack.
 # `harness micro import-device OUT/run.tar.gz` files the runs; docs/gpu-loop.md says how to read the comparison.
 # Env: PYTHON (default python3), BUDGET_S, SUITES (torch suites; default gemm,decode,transfer on cuda, none on cpu),
@@ -22,7 +22,7 @@ DEVICE=cuda
 case "$DEVICE" in cuda|cpu) ;; *) echo "error: --device $DEVICE: give cuda or cpu" >&2; exit 2 ;; esac
 PY="${PYTHON:-python3}"
 WORK="${DEVICE_LOOP_WORK:-/tmp/harness-device-loop-$$}"
-BUDGET_S="${BUDGET_S:-480}"
+BUDGET_S="${BUDGET_S:-540}"
 if [ "$DEVICE" = cuda ]; then SUITES="${SUITES:-gemm,decode,transfer}"; else SUITES="${SUITES:-none}"; fi
 RESERVE_S=45  # compare + pack after the served step
 mkdir -p "$OUT_DIR" "$WORK/checks"
@@ -93,7 +93,7 @@ step facts 30 "$PY" -m harness.bench.device_loop facts --work "$WORK"
 
 # ---- 2. the torch suites (the proxy constants), 3. the model, 4. llama.cpp's kernels and step times, 5. the twins
 if [ "$SUITES" != none ]; then
-  step suites 150 "$PY" -m harness micro run --suite "$SUITES" --quick --out "$WORK/results"
+  step suites 120 "$PY" -m harness micro run --suite "$SUITES" --quick --out "$WORK/results"
 fi
 step model 120 "$PY" -m harness.bench.device_loop model --work "$WORK"
 step kernels 180 "$PY" -m harness.bench.device_loop kernels --work "$WORK"

@@ -27,6 +27,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -83,14 +84,14 @@ PRESETS = {
     # one H100/H200: Llama-3.1-8B shape in Q4_0 (4.2 GiB), 8 slots; sized so the whole call fits 9 minutes
     "cuda": Preset("cuda", "llama-3.1-8b", "Q4_0", threads=8, slots=8, ctx_per_slot=1024, n_batch=2048, n_ubatch=512,
                    sweep=Sweep(prompts=(64, 128, 256, 512, 1024), batches=(1, 2, 4, 8), gen_tokens=32, batched_reps=2,
-                               op_tokens=(1, 2, 4, 8, 64, 512), op_reps=1),
-                   mixes=((512, 64), (128, 256)), rate_fractions=(0.2, 0.6, 1.2), point_s=8.0, repeats=2,
+                               op_tokens=(1, 8, 64, 512), op_reps=1),
+                   mixes=((512, 64), (128, 256)), rate_fractions=(0.2, 0.6, 1.2), point_s=6.0, repeats=2,
                    burst_requests=40, suites="gemm,decode,transfer"),
     # the dry run on this CPU: the same steps on a tiny model, llama.cpp's CPU build
     "cpu": Preset("cpu", "tiny", "Q4_0", threads=2, slots=2, ctx_per_slot=512, n_batch=512, n_ubatch=128,
-                  sweep=Sweep(prompts=(16, 32, 64, 128, 256), batches=(1, 2, 3), gen_tokens=8, batched_reps=1,
+                  sweep=Sweep(prompts=(16, 32, 64, 128, 256), batches=(1, 2), gen_tokens=4, batched_reps=1,
                               op_tokens=(1, 16), op_reps=1),
-                  mixes=((64, 16), (16, 32)), rate_fractions=(0.3, 1.2), point_s=3.0, repeats=2, burst_requests=10,
+                  mixes=((32, 8), (8, 16)), rate_fractions=(0.5,), point_s=3.0, repeats=2, burst_requests=10,
                   suites="none", startup_timeout_s=60.0),
 }
 
@@ -207,7 +208,8 @@ def collect(work: Path, out: Path) -> dict[str, Any]:
 
 
 def step_model(work: Path) -> dict[str, Any]:
-    from harness.engines.random_gguf import SHAPES, write_random_gguf  # noqa: PLC0415
+    from harness.engines.random_gguf import write_random_gguf  # noqa: PLC0415
+    from harness.specs.gguf_model import read_gguf  # noqa: PLC0415
 
     p = load_preset(work)
     t0 = time.perf_counter()
@@ -215,7 +217,7 @@ def step_model(work: Path) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     path.replace(work / "model.gguf")
     size = (work / "model.gguf").stat().st_size
-    return {"shape": p.shape, "qtype": p.qtype, "params": SHAPES[p.shape].params, "bytes": size, "write_s": wall,
+    return {"shape": p.shape, "qtype": p.qtype, "params": read_gguf(work / "model.gguf").weight_params, "bytes": size, "write_s": wall,
             "bytes_per_s": size / wall}
 
 
@@ -447,7 +449,7 @@ def step_served(work: Path, deadline_unix_s: float) -> dict[str, Any]:
         for rep in range(p.repeats):
             for pt in pred["points"]:
                 burst = pt["kind"] == "burst"
-                est_s = _estimate_s(pt, p)
+                est_s = _estimate_s(pt, p, pred["planned_on"])
                 left = deadline_unix_s - time.time()
                 if est_s > left:
                     skipped.append(f"point {pt['point']} repeat {rep + 1}: needs ~{est_s:.0f} s, {left:.0f} s left")
@@ -475,12 +477,12 @@ def step_served(work: Path, deadline_unix_s: float) -> dict[str, Any]:
     return {"measured": done, "skipped": skipped}
 
 
-def _estimate_s(pt: dict[str, Any], p: Preset) -> float:
-    """Seconds one measurement needs: the load process's start (~4 s), the schedule, the drain; a burst its predicted
-    length."""
+def _estimate_s(pt: dict[str, Any], p: Preset, planner: str) -> float:
+    """Seconds one measurement needs: the load process's start (~4 s), the schedule, the drain; a burst 1.5 × its
+    length as the planning twin predicts it."""
     if pt["kind"] == "burst":
-        caps = [v["capacity_rps"] for v in pt["predicted"].values() if v.get("capacity_rps")]
-        return 4.0 + 1.5 * pt["requests"] / max(min(caps), 1e-6) if caps else 30.0
+        cap = pt["predicted"].get(planner, {}).get("capacity_rps")
+        return 4.0 + 1.5 * pt["requests"] / cap if cap else 30.0
     return 4.0 + 1.6 * p.point_s
 
 
@@ -513,6 +515,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     t0 = time.time()
     status: dict[str, Any] = {"step": a.step, "started_unix_s": t0}
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # the step's time limit (timeout's SIGTERM): unwind, so llama-server is stopped too
+
+    signal.signal(signal.SIGTERM, on_term)
     try:
         if a.step == "prepare":
             if not a.bin_dir:
@@ -536,6 +543,9 @@ def main(argv: list[str] | None = None) -> int:
         status.update(status="error", error=str(exc))
         print(f"error: {exc}", file=sys.stderr, flush=True)
         rc = 1
+    except KeyboardInterrupt:
+        status.update(status="interrupted", error="stopped at its time limit (SIGTERM) or by Ctrl-C; what it wrote is kept")
+        rc = 124
     status["wall_s"] = time.time() - t0
     (work / "steps").mkdir(parents=True, exist_ok=True)
     _write(work / "steps", f"{a.step}.json", status)

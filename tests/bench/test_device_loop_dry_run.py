@@ -2,13 +2,14 @@
 llama.cpp's CPU build and a tiny random model. Every step must pass, OUT must hold only the three files, the tarball
 must file with `harness micro import-device`, and the offline comparison must run on it.
 
-Slow (about 2-4 minutes on the project's two cores: llama.cpp's tools, the server, 12 short load runs)."""
+Slow (about 3-5 minutes on the project's two busy cores: llama.cpp's tools, the server, 8 short load runs)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -25,7 +26,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(binary_available() is not Non
 def dry_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
     work = tmp_path_factory.mktemp("work")
-    env = {**os.environ, "DEVICE_LOOP_WORK": str(work), "BUDGET_S": "400", "PYTHON": "python"}
+    env = {**os.environ, "DEVICE_LOOP_WORK": str(work), "BUDGET_S": "400", "PYTHON": sys.executable}
     p = subprocess.run(["bash", "microbench/device_loop.sh", str(out), "--device", "cpu"], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=900)
     return out, work, p
@@ -40,7 +41,7 @@ def test_every_step_passes_and_out_holds_three_files(dry_run):
     for step in ("prepare", "facts", "model", "kernels", "twins", "served", "compare"):
         assert checks[step]["exit"] == "0" and checks[step]["status"] == "ok", (step, checks[step], log)
     served = checks["served"]["result"]
-    assert served["measured"] >= 6, served  # 2 mixes x (1 burst + 2 rates), at least once each
+    assert served["measured"] >= 4, served  # 2 mixes x (1 burst + 1 rate), at least once each
 
 
 def test_the_tarball_files_with_import_device_and_holds_the_comparison(dry_run, tmp_path):
@@ -54,7 +55,7 @@ def test_the_tarball_files_with_import_device_and_holds_the_comparison(dry_run, 
     run = next(Run(r["path"]) for r in filed["runs"] if Run(r["path"]).manifest.kind == "loop-gpu-device")
     cmp = run.table("device_loop_comparison")
     assert set(cmp["twin"]) >= {"a", "b"} and set(cmp["metric"]) == {"capacity_rps", "ttft_p50_s", "tpot_p50_s"}
-    assert cmp["error"].notna().sum() >= 6  # measured points have errors
+    assert cmp["error"].notna().sum() >= 4  # measured points have errors (a TPOT of 0, all tokens in one chunk, has none)
     assert (run.path / "step-time.json").is_file() and (run.path / "twin-a.json").is_file()
 
 
@@ -63,4 +64,4 @@ def test_the_offline_comparison_runs_again_on_the_work_folder(dry_run):
 
     _, work, _ = dry_run
     cmp = compare_work(work)
-    assert cmp["verdict"]["a"]["judged"] >= 6 and "twin (a)" in markdown(cmp)
+    assert cmp["verdict"]["a"]["judged"] >= 2 and "twin (a)" in markdown(cmp)
