@@ -166,6 +166,8 @@ def step_facts(work: Path) -> dict[str, Any]:
             import torch  # noqa: PLC0415 - only on the GPU image, for its versions
 
             f.update(torch=torch.__version__, torch_cuda=torch.version.cuda)
+            if torch.cuda.is_available():
+                f["l2_bytes"] = int(torch.cuda.get_device_properties(0).L2_cache_size)
         except ImportError:
             f["torch"] = None
     missing = {}
@@ -309,17 +311,57 @@ def _suite_constants(work: Path) -> dict[str, Any] | None:
             "source": "torch suites (gemm bf16 at the largest M; decode step at batch 1): a proxy, not llama.cpp's kernels"}
 
 
-def _kernel_constants(cal: Any) -> dict[str, Any]:
-    """(b)'s roofline constants from test-backend-ops MUL_MAT at the model's shapes (the engine's kernel family):
-    C = Σ FLOPs / Σ time at the largest token count measured, B = Σ bytes / Σ time at the smallest."""
-    ks = [k for k in cal.kernels if k["family"] == cal.family]
-    if not ks:
-        raise HarnessError(f"no test-backend-ops MUL_MAT results of family {cal.family} in the step-time calibration; the "
-                           "kernels step's ops tool did not run (see the log).")
-    hi, lo = max(ks, key=lambda k: k["tokens"]), min(ks, key=lambda k: k["tokens"])
-    return {"flops_per_s": hi["flops_per_s"], "bytes_per_s": lo["bytes_per_s"], "flops_tokens": hi["tokens"],
-            "bytes_tokens": lo["tokens"], "family": cal.family, "shapes": hi["shapes"],
-            "source": "test-backend-ops perf -o MUL_MAT at the model's shapes"}
+def _kernel_constants(rows: list[dict[str, Any]], family: str, cache_bytes: int | None) -> dict[str, Any]:
+    """(b)'s roofline constants from test-backend-ops MUL_MAT at the model's weight shapes (the engine's kernel family):
+    C = Σ FLOPs / Σ time at the largest token count measured; B = Σ bytes / Σ time at the smallest, over the shapes
+    whose weights exceed twice `cache_bytes` (the GPU's L2). The tool repeats each op on the same weights, so a shape
+    that fits the L2 is timed from the cache, faster than a decode step that streams every weight from HBM once; on a
+    GPU only the larger shapes (the LM head) measure the HBM path. `cache_bytes` None (the CPU: its LLC holds the dry
+    run's model, as it holds the engine's): every shape. `rows`: the ops cases' params with median_s, useful_flops,
+    useful_bytes."""
+    ws = [r for r in rows if r.get("family") == family and r.get("role") == "weights"]
+    if not ws:
+        raise HarnessError(f"no test-backend-ops MUL_MAT results of family {family} in the kernels step's run; its ops tool "
+                           "did not run (see the log).")
+    hi_t, lo_t = max(int(r["tokens"]) for r in ws), min(int(r["tokens"]) for r in ws)
+    hi = [r for r in ws if int(r["tokens"]) == hi_t]
+    lo = [r for r in ws if int(r["tokens"]) == lo_t]
+    note = "every weight shape"
+    if cache_bytes:
+        big = [r for r in lo if _weight_bytes(r) > 2 * cache_bytes]
+        if big:
+            note = (f"{len(big)} of {len(lo)} weight shapes, those over 2 x the {cache_bytes / 2**20:.0f} MiB L2 (the others "
+                    "are timed from the cache by the tool's repeats)")
+            lo = big
+        else:
+            note = f"every weight shape: none exceeds 2 x the {cache_bytes / 2**20:.0f} MiB L2, so B is cache-inflated"
+    return {"flops_per_s": sum(r["useful_flops"] for r in hi) / sum(r["median_s"] for r in hi),
+            "bytes_per_s": sum(r["useful_bytes"] for r in lo) / sum(r["median_s"] for r in lo),
+            "flops_tokens": hi_t, "bytes_tokens": lo_t, "flops_shapes": len(hi), "bytes_shapes": len(lo), "bytes_from": note,
+            "family": family, "source": "test-backend-ops perf -o MUL_MAT at the model's shapes"}
+
+
+def _weight_bytes(r: dict[str, Any]) -> float:
+    from microbench.llama_cpp.backend_ops import type_bytes  # noqa: PLC0415
+
+    k, n = int(r["k"]), int(r["n"])
+    return type_bytes(str(r["weight_type"]), k * n)
+
+
+def _ops_rows(work: Path) -> list[dict[str, Any]]:
+    """The test-backend-ops cases of the kernels step's micro run (params with the case's median and work)."""
+    from harness.store import Run  # noqa: PLC0415
+
+    res = _read(work / "steps", "kernels.json", "kernels").get("result") or {}
+    if not res.get("micro_run"):
+        return []
+    run = Run(res["micro_run"])
+    if "micro_cases" not in run.tables():
+        return []
+    df = run.table("micro_cases")
+    df = df[df["suite"] == "llama_cpp_ops"]
+    return [{**json.loads(r["params_json"]), "median_s": float(r["median_s"]), "useful_flops": float(r["useful_flops"]),
+             "useful_bytes": float(r["useful_bytes"])} for _, r in df.iterrows()]
 
 
 def build_twins(work: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -340,7 +382,8 @@ def build_twins(work: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     st = work / "step-time.json"
     if st.is_file():
         twins["a"] = llama_cpp_twin(cfg, str(st), gm=gm)
-        k = _kernel_constants(load_step_time(st))
+        facts = json.loads((work / "facts.json").read_text()) if (work / "facts.json").is_file() else {}
+        k = _kernel_constants(_ops_rows(work), load_step_time(st).family, facts.get("l2_bytes"))
         twins["b"] = TwinSpec("llama.cpp", settings, RooflineStepTimes(gm.spec, k["flops_per_s"], k["bytes_per_s"], bpp, 2.0,
                                                                        f"roofline: {k['source']}"),
                               gm.path, f"roofline on {k['family']} MUL_MAT rates", (json.dumps(k),))

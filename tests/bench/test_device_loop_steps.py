@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from types import SimpleNamespace
-
 import pytest
 
 from harness.bench import device_loop as dl
@@ -27,16 +25,27 @@ def test_the_cuda_preset_is_the_issue_s_measurement():
     assert set(p.suites.split(",")) == {"gemm", "decode", "transfer"}
 
 
-def test_twin_b_takes_c_at_the_most_tokens_and_b_at_the_fewest():
-    cal = SimpleNamespace(family="ggml-q4_0-cuda", kernels=(
-        {"family": "ggml-q4_0-cuda", "tokens": 1, "flops_per_s": 1e12, "bytes_per_s": 2.5e12, "shapes": 7},
-        {"family": "ggml-q4_0-cuda", "tokens": 512, "flops_per_s": 3e14, "bytes_per_s": 9e11, "shapes": 7},
-        {"family": "ggml-q4_0-cuda", "tokens": 64, "flops_per_s": 1e14, "bytes_per_s": 1e12, "shapes": 7},
-        {"family": "ggml-f16-cuda", "tokens": 512, "flops_per_s": 9e14, "bytes_per_s": 1e12, "shapes": 2}))
-    k = dl._kernel_constants(cal)
-    assert (k["flops_per_s"], k["flops_tokens"], k["bytes_per_s"], k["bytes_tokens"]) == (3e14, 512, 2.5e12, 1)
+def _op(tokens, k, n, t_s, family="ggml-q4_0-cuda", role="weights"):
+    wb = k * n / 32 * 18  # Q4_0 bytes
+    return {"family": family, "role": role, "tokens": tokens, "k": k, "n": n, "weight_type": "q4_0", "median_s": t_s,
+            "useful_flops": 2.0 * k * n * tokens, "useful_bytes": wb + 4.0 * k * tokens + 4.0 * n * tokens}
+
+
+def test_twin_b_takes_c_at_the_most_tokens_and_b_from_the_shapes_the_l2_cannot_hold():
+    l2 = 50 * 2**20
+    rows = [_op(1, 4096, 4096, 2e-6),  # 9 MiB: timed from the L2, 4.7 TB/s
+            _op(1, 4096, 128256, 1e-4),  # the LM head, 282 MiB: from HBM
+            _op(512, 4096, 4096, 1e-4), _op(512, 4096, 128256, 3e-3),
+            _op(512, 4096, 4096, 1.0, family="ggml-f16-cuda"), _op(1, 128, 4096, 1.0, role="attention")]
+    k = dl._kernel_constants(rows, "ggml-q4_0-cuda", l2)
+    assert k["flops_tokens"] == 512 and k["flops_shapes"] == 2
+    assert k["flops_per_s"] == pytest.approx(2 * 512 * 4096 * (4096 + 128256) / (1e-4 + 3e-3))
+    assert k["bytes_tokens"] == 1 and k["bytes_shapes"] == 1 and "1 of 2 weight shapes" in k["bytes_from"]
+    assert k["bytes_per_s"] == pytest.approx(rows[1]["useful_bytes"] / 1e-4)
+    cpu = dl._kernel_constants(rows, "ggml-q4_0-cuda", None)  # no cache size (the CPU dry run): every shape
+    assert cpu["bytes_shapes"] == 2 and cpu["bytes_from"] == "every weight shape"
     with pytest.raises(HarnessError, match="no test-backend-ops MUL_MAT results of family ggml-q8_0-cuda"):
-        dl._kernel_constants(SimpleNamespace(family="ggml-q8_0-cuda", kernels=cal.kernels))
+        dl._kernel_constants(rows, "ggml-q8_0-cuda", l2)
 
 
 def test_time_estimates_of_points_and_bursts():
