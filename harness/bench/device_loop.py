@@ -283,8 +283,9 @@ probe_max_tokens = 1
 
 
 def _suite_constants(work: Path) -> dict[str, Any] | None:
-    """(b-proxy)'s roofline constants from the torch suites' run: C = the median FLOP/s of the bf16 GEMM cases at the
-    largest token count, B = the bytes/s of the batch-1 decode step (fused where measured). None without the suites."""
+    """(b-proxy)'s roofline constants from the torch suites' run: C = the median FLOP/s of the bf16 projection GEMMs
+    (not the square reference) at the largest token count, B = the bytes/s of the whole batch-1 decode step (the fused
+    one where measured). None without the suites."""
     from harness.store import iter_runs  # noqa: PLC0415
 
     rows = []
@@ -295,13 +296,14 @@ def _suite_constants(work: Path) -> dict[str, Any] | None:
     if not rows:
         return None
     run, df = rows[-1]
-    gemm = df[(df["suite"] == "gemm") & (df["dtype"] == "bf16") & df["valid"]]
-    dec = df[(df["suite"] == "decode") & df["valid"]]
+    par = df["params_json"].map(json.loads)
+    gemm = df[(df["suite"] == "gemm") & (df["dtype"] == "bf16") & df["valid"] & ~par.map(lambda q: bool(q.get("square")))]
+    dec = df[(df["suite"] == "decode") & df["valid"] & par.map(lambda q: q.get("kind") == "step" and q.get("batch") == 1)]
     if gemm.empty or dec.empty:
         return None
-    m = gemm["params_json"].map(lambda s: int(json.loads(s).get("m", json.loads(s).get("tokens", 0)) or 0))
+    m = par[gemm.index].map(lambda q: int(q.get("m") or 0))
     big = gemm[m == m.max()]
-    b1 = dec[dec["params_json"].map(lambda s: int(json.loads(s).get("batch", 0) or 0) == 1)]
+    b1 = dec
     fused = b1[b1["case"].str.contains("fused")]
     b1 = fused if not fused.empty else b1
     if big.empty or b1.empty:

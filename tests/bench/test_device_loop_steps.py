@@ -84,3 +84,29 @@ def test_a_failed_step_is_recorded_and_collected(tmp_path, capsys):
 def test_prepare_refuses_an_unknown_device(tmp_path):
     with pytest.raises(HarnessError, match="--device 'tpu'.*cpu, cuda|--device 'tpu'.*cuda, cpu"):
         dl.step_prepare(tmp_path, "tpu", str(tmp_path))
+
+
+def test_twin_b_proxy_takes_the_torch_suites_projection_gemm_and_the_fused_batch_1_step(tmp_path):
+    from harness.records import TABLE_COLUMNS, new_manifest
+    from harness.store import RunWriter
+
+    def row(suite, case, dtype, params, flops_per_s=0.0, bytes_per_s=0.0, valid=True):
+        blank = {c: float("nan") for c in TABLE_COLUMNS["micro_cases"]}
+        return {**blank, "case_id": case, "suite": suite, "case": case, "dtype": dtype, "params_json": json.dumps(params),
+                "valid": valid, "flops_per_s": flops_per_s, "bytes_per_s": bytes_per_s, "backend": "torch", "device": "cuda"}
+
+    rows = [row("gemm", "sq-8192", "bf16", {"m": 8192, "square": True}, flops_per_s=9e14),  # the reference: never used
+            row("gemm", "qkv-t2048", "bf16", {"m": 2048}, flops_per_s=6e14),
+            row("gemm", "o-t2048", "bf16", {"m": 2048}, flops_per_s=7e14),
+            row("gemm", "o-t512", "bf16", {"m": 512}, flops_per_s=5e14),
+            row("gemm", "o-t2048-fp8", "fp8", {"m": 2048}, flops_per_s=1.2e15),
+            row("decode", "q-step-b1-c2048", "bf16", {"kind": "step", "batch": 1}, bytes_per_s=2.2e12),
+            row("decode", "q-step-fused-b1-c2048", "bf16", {"kind": "step", "batch": 1}, bytes_per_s=3.1e12),
+            row("decode", "q-step-fused-b8-c2048", "bf16", {"kind": "step", "batch": 8}, bytes_per_s=3.3e12),
+            row("decode", "q-attention-b1-c2048", "bf16", {"kind": "attention", "batch": 1}, bytes_per_s=9e12)]
+    with RunWriter(new_manifest("micro", extra={"suites": ["gemm", "decode"]}), tmp_path / "results") as w:
+        w.append("micro_cases", rows)
+    c = dl._suite_constants(tmp_path)
+    assert c["flops_per_s"] == pytest.approx(6.5e14) and c["gemm_cases"] == ["qkv-t2048", "o-t2048"]
+    assert c["bytes_per_s"] == pytest.approx(3.1e12) and c["decode_cases"] == ["q-step-fused-b1-c2048"]
+    assert dl._suite_constants(tmp_path / "nothing") is None
