@@ -234,10 +234,16 @@ def step_kernels(work: Path) -> dict[str, Any]:
                               which=("batched", "ops"), n_batch=p.n_batch, n_ubatch=p.n_ubatch, repack=False,
                               backend=p.device, progress=lambda s: print(s, flush=True),
                               command_line=["device_loop", "kernels"])
-    cal = fit_from_runs(run.path, seed=p.seed)
+    res: dict[str, Any] = {"micro_run": str(run.path), "cases": run.cases, "notes": run.notes, "skips": run.skips}
+    _write(work / "steps", "kernels-run.json", res)  # twin (b) needs only the run: keep it even if the fit fails
+    try:
+        cal = fit_from_runs(run.path, seed=p.seed)
+    except HarnessError as exc:
+        raise HarnessError(f"the step-time fit failed ({exc}); twin (a) will be missing, (b) is built from the run "
+                           f"{run.path}") from None
     save_step_time(cal, work / "step-time.json")
     print("\n".join(summary_lines(cal)), flush=True)
-    return {"micro_run": str(run.path), "cases": run.cases, "notes": run.notes, "step_time": str(work / "step-time.json")}
+    return {**res, "step_time": str(work / "step-time.json")}
 
 
 def engine_config(work: Path) -> Any:
@@ -350,25 +356,26 @@ def _weight_bytes(r: dict[str, Any]) -> float:
     return type_bytes(str(r["weight_type"]), k * n)
 
 
-def _ops_rows(work: Path) -> list[dict[str, Any]]:
-    """The test-backend-ops cases of the kernels step's micro run (params with the case's median and work)."""
+def _ops_rows(work: Path) -> tuple[list[dict[str, Any]], str]:
+    """The test-backend-ops cases of the kernels step's micro run (params with the case's median and work), and the
+    engine's kernel family (the model's file type on the run's backend); ([], "") without them."""
     from harness.store import Run  # noqa: PLC0415
 
-    res = _read(work / "steps", "kernels.json", "kernels").get("result") or {}
-    if not res.get("micro_run"):
-        return []
-    run = Run(res["micro_run"])
+    f = work / "steps" / "kernels-run.json"
+    if not f.is_file():
+        return [], ""
+    run = Run(json.loads(f.read_text())["micro_run"])
     if "micro_cases" not in run.tables():
-        return []
+        return [], ""
     df = run.table("micro_cases")
     df = df[df["suite"] == "llama_cpp_ops"]
-    return [{**json.loads(r["params_json"]), "median_s": float(r["median_s"]), "useful_flops": float(r["useful_flops"]),
-             "useful_bytes": float(r["useful_bytes"])} for _, r in df.iterrows()]
+    return ([{**json.loads(r["params_json"]), "median_s": float(r["median_s"]), "useful_flops": float(r["useful_flops"]),
+              "useful_bytes": float(r["useful_bytes"])} for _, r in df.iterrows()],
+            run.manifest.extra["llama_cpp"]["model"]["family"])
 
 
 def build_twins(work: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """{name: TwinSpec} for the twins that can be built, and {name: why not} for the others."""
-    from harness.calibration.step_time import load_step_time  # noqa: PLC0415
     from harness.specs.gguf_model import read_gguf  # noqa: PLC0415
     from harness.target.llama_server import settings_from_engine  # noqa: PLC0415
     from harness.target.step_times import RooflineStepTimes  # noqa: PLC0415
@@ -384,13 +391,17 @@ def build_twins(work: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     st = work / "step-time.json"
     if st.is_file():
         twins["a"] = llama_cpp_twin(cfg, str(st), gm=gm)
+    else:
+        missing["a"] = "no step-time calibration (the kernels step or its fit failed: see checks.json)"
+    rows, family = _ops_rows(work)
+    if rows:
         facts = json.loads((work / "facts.json").read_text()) if (work / "facts.json").is_file() else {}
-        k = _kernel_constants(_ops_rows(work), load_step_time(st).family, facts.get("l2_bytes"))
+        k = _kernel_constants(rows, family, facts.get("l2_bytes"))
         twins["b"] = TwinSpec("llama.cpp", settings, RooflineStepTimes(gm.spec, k["flops_per_s"], k["bytes_per_s"], bpp, 2.0,
                                                                        f"roofline: {k['source']}"),
                               gm.path, f"roofline on {k['family']} MUL_MAT rates", (json.dumps(k),))
     else:
-        missing["a"] = missing["b"] = "no step-time calibration (the kernels step failed)"
+        missing["b"] = "no test-backend-ops MUL_MAT results (the kernels step failed before its ops tool: see checks.json)"
     sc = _suite_constants(work)
     if sc is not None:
         twins["b_proxy"] = TwinSpec("llama.cpp", settings, RooflineStepTimes(gm.spec, sc["flops_per_s"], sc["bytes_per_s"], bpp, 2.0,
