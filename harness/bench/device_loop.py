@@ -502,6 +502,7 @@ def step_served(work: Path, deadline_unix_s: float) -> dict[str, Any]:
         print(f"llama-server ready in {eng.time_to_ready.ready_s:.1f} s at {plan.endpoint}", flush=True)
         _write(work, "engine-startup.json", {"ready_s": eng.time_to_ready.ready_s, "endpoint": plan.endpoint,
                                               "command": [pr.argv for pr in plan.processes]})
+        _warm_up(plan.endpoint, plan.served_name, p.slots)
         for rep in range(p.repeats):
             for pt in pred["points"]:
                 burst = pt["kind"] == "burst"
@@ -531,6 +532,23 @@ def step_served(work: Path, deadline_unix_s: float) -> dict[str, Any]:
                 if eng.procs and eng.procs[0][1].poll() is not None:
                     raise HarnessError(f"llama-server exited with code {eng.procs[0][1].returncode} during the served step.")
     return {"measured": done, "skipped": skipped}
+
+
+def _warm_up(endpoint: str, served_name: str, slots: int) -> None:
+    """One round of `slots` concurrent short requests, then one alone, not recorded: the engine's first batches of each
+    size pay one-time costs (CUDA graph capture per batch shape) that no served point should carry."""
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    from harness.engines import http  # noqa: PLC0415
+    from workloads.prompts import prompt_text  # noqa: PLC0415
+
+    def one(i: int) -> None:
+        http.post_json(f"{endpoint}/v1/completions", {"model": served_name, "prompt": prompt_text(64, 7 + i), "max_tokens": 16,
+                                                      "ignore_eos": True, "cache_prompt": False}, timeout_s=60.0)
+
+    with ThreadPoolExecutor(slots) as ex:
+        list(ex.map(one, range(slots)))
+    one(slots)
 
 
 def _estimate_s(pt: dict[str, Any], p: Preset, planner: str) -> float:
