@@ -58,12 +58,7 @@ if [ "$STAGE" = "all" ]; then
   fi
   # 3. a libcuda stub (soname libcuda.so.1): every driver function cuda.h declares, as an empty symbol; the real
   #    driver library of the device machine is loaded at run time
-  if [ ! -f "$DEPS/stubs/libcuda.so" ]; then
-    mkdir -p "$DEPS/stubs"
-    echo | gcc -E -I"$CUDA_HOME/include" -include cuda.h - | grep -oE "\bCUresult +cu[A-Za-z0-9_]+ *\(" \
-      | sed -E 's/CUresult +//; s/ *\(//' | sort -u | sed 's/.*/void &(void) {}/' > "$DEPS/stubs/libcuda_stub.c"
-    gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$DEPS/stubs/libcuda.so" "$DEPS/stubs/libcuda_stub.c"
-  fi
+  [ -f "$DEPS/stubs/libcuda.so" ] || scripts/gpu_engine_libcuda_stub.sh "$DEPS/stubs" "$CUDA_HOME"
   # 4. configure: CUDA on, only these targets, no web UI download, no NCCL, no OpenSSL/curl, a generic x86-64 CPU
   #    part (AVX2/FMA/F16C, not -march=native: the device's CPU is not this one)
   cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
