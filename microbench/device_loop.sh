@@ -65,7 +65,12 @@ step() {  # step NAME LIMIT_S CMD...: one step in its own process group, bounded
 if [ "$DEVICE" = cuda ]; then
   ENGINE_TAR=.gpu-engine/llama-cuda.tar.xz
   mkdir -p "$WORK/engine"
-  if [ -f "$ENGINE_TAR" ]; then tar -xJf "$ENGINE_TAR" -C "$WORK/engine" >> "$LOG" 2>&1; fi
+  if [ -f "$ENGINE_TAR" ]; then  # tar's xz, else Python's lzma (an image without xz-utils)
+    tar -xJf "$ENGINE_TAR" -C "$WORK/engine" >> "$LOG" 2>&1 \
+      || "$PY" -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$ENGINE_TAR" "$WORK/engine" >> "$LOG" 2>&1
+  else
+    echo "no $ENGINE_TAR: run make gpu-engine here and carry .gpu-engine (docs/gpu-loop.md)" >> "$LOG"
+  fi
   BIN_DIR="$WORK/engine/llama-cuda/bin"
   # the image's CUDA 13 libraries sit in torch's pip packages (nvidia/cu13/lib, or nvidia/<lib>/lib in older layouts)
   CUDA_LIBS=$("$PY" -c "
