@@ -5,8 +5,9 @@ Reads a device-loop work folder (microbench/device_loop.sh's WORK, or its tarbal
 twin's prediction of every point, made before the served step) and served.jsonl (each load run as measured).
 Metrics and targets (issue 47, judged on dedicated hardware): capacity of the burst (requests/s by
 harness.target.saturation's estimator) within 5 %, TTFT p50 and TPOT p50 of every rate point within 10 %. A point
-measured twice is judged on the median of its repeats; its spread is (max − min) / median over the repeats. The error
-is harness.served's convention: (predicted − measured) / measured, a signed fraction.
+measured twice is judged on the median of its repeats (ServedMeasurement.median_of); its spread is (max − min) /
+median over the repeats. Predictions and measurements are the shared records of harness.served, compared by its one
+function (compare_served, the error a signed fraction (predicted − measured) / measured).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.served import fmt_error_pct, relative_error
+from harness.loop.predict import served_prediction
+from harness.served import ServedMeasurement, ServedPoint, ServedPrediction, compare_served, fmt_error_pct
+from harness.target.des import ServedFigures
 
-TARGETS = {"capacity_rps": 0.05, "ttft_p50_s": 0.10, "tpot_p50_s": 0.10}
-MEASURED_FIELD = {"capacity_rps": "saturated_rps", "ttft_p50_s": "ttft_p50_s", "tpot_p50_s": "tpot_p50_s"}
+TARGETS = {"capacity_requests_per_s": 0.05, "ttft_p50_s": 0.10, "tpot_p50_s": 0.10}
 TWIN_ORDER = ("b", "a", "b_proxy")
 
 
@@ -46,34 +48,45 @@ def spread(values: list[float]) -> float | None:
     return (max(values) - min(values)) / med if med else None
 
 
+def prediction_record(point: ServedPoint, fig: dict[str, Any], source: str) -> ServedPrediction:
+    """A twin's figures of predictions.json as the shared record: a burst's capacity, or a rate point's figures."""
+    if "capacity_rps" in fig:
+        return ServedPrediction(point, source, capacity_requests_per_s=fig["capacity_rps"])
+    return served_prediction(point, ServedFigures(**fig), None, source)
+
+
 def compare_work(work: str | Path) -> dict[str, Any]:
-    """Every (point, metric, twin) row with the prediction, the measured median, the error and the repeats' spread;
-    and per twin the verdict against the targets."""
+    """Every (point, metric, twin) row with the prediction, the measured median, the error and the repeats' spread
+    (harness.served.compare_served on the shared records); and per twin the verdict against the targets."""
+    from harness.bench.device_loop import TWIN_LABELS, served_point  # noqa: PLC0415
+
     w = Path(work)
     pth = w / "predictions.json"
     if not pth.is_file():
         raise HarnessError(f"{pth} is missing: the twins step did not run (see checks.json); nothing to compare.")
     pred = json.loads(pth.read_text())
-    served = read_served(w)
-    by_point: dict[int, list[dict[str, Any]]] = {}
-    for r in served:
-        by_point.setdefault(int(r["point"]), []).append(r)
+    by_point: dict[int, list[ServedMeasurement]] = {}
+    requests_ok: dict[int, int] = {}
+    for r in read_served(w):
+        m = ServedMeasurement.from_dict(r["measurement"], f"{w}/served.jsonl")
+        by_point.setdefault(int(r["point"]), []).append(m)
+        requests_ok[int(r["point"])] = requests_ok.get(int(r["point"]), 0) + m.requests_ok
     rows: list[dict[str, Any]] = []
     for pt in pred["points"]:
+        point = served_point(pt)
         reps = by_point.get(pt["point"], [])
-        metrics = ("capacity_rps",) if pt["kind"] == "burst" else ("ttft_p50_s", "tpot_p50_s")
-        for metric in metrics:
-            vals = [float(r[MEASURED_FIELD[metric]]) for r in reps if r.get(MEASURED_FIELD[metric]) is not None]
-            measured = statistics.median(vals) if vals else None
-            for twin, fig in pt["predicted"].items():
-                p = fig.get(metric)
-                err = relative_error(p, measured)
+        meas = ServedMeasurement.median_of(reps) if reps else ServedMeasurement(point, "not measured")
+        metrics = ["capacity_requests_per_s"] if point.burst else ["ttft_p50_s", "tpot_p50_s"]
+        for twin, fig in pt["predicted"].items():
+            c = compare_served(prediction_record(point, fig, TWIN_LABELS.get(twin, twin)), meas,
+                               targets={m: TARGETS[m] for m in metrics}, metrics=metrics)
+            for mc in c.rows:
+                vals = [v for v in (mc.repeat_values or ((mc.measured,) if reps else ())) if v is not None]
                 rows.append({"point": pt["point"], "mix": pt["mix"], "kind": pt["kind"], "fraction": pt["fraction"],
-                             "rate_per_s": pt["rate_per_s"], "metric": metric, "twin": twin, "predicted": p,
-                             "measured": measured, "repeats": len(vals), "measured_values": vals, "error": err,
-                             "repeat_spread": spread(vals), "target": TARGETS[metric],
-                             "within_target": None if err is None else abs(err) <= TARGETS[metric],
-                             "requests_ok": sum(int(r.get("requests_ok", 0)) for r in reps)})
+                             "rate_per_s": pt["rate_per_s"], "metric": mc.metric, "twin": twin, "predicted": mc.predicted,
+                             "measured": mc.measured, "repeats": len(vals), "measured_values": vals, "error": mc.error,
+                             "repeat_spread": spread(vals), "target": mc.target, "within_target": mc.within,
+                             "requests_ok": requests_ok.get(pt["point"], 0)})
     return {"schema_version": 1, "planned_on": pred.get("planned_on"), "twins": pred.get("twins", {}),
             "twins_missing": pred.get("twins_missing", {}), "rows": rows, "verdict": verdict(rows),
             "unmeasured_points": [pt["point"] for pt in pred["points"] if pt["point"] not in by_point]}
@@ -99,7 +112,7 @@ def markdown(cmp: dict[str, Any]) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for r in cmp["rows"]:
         load = "burst" if r["kind"] == "burst" else f"{r['fraction']:.0%} ({r['rate_per_s']:.3g} req/s)"
-        unit = (lambda v: "—" if v is None else f"{v:.3g} req/s") if r["metric"] == "capacity_rps" else \
+        unit = (lambda v: "—" if v is None else f"{v:.3g} req/s") if r["metric"] == "capacity_requests_per_s" else \
             (lambda v: "—" if v is None else f"{v * 1e3:.1f} ms")
         sp = "—" if r["repeat_spread"] is None else f"{r['repeat_spread']:.1%}"
         lines.append(f"| {r['point']} | {r['mix']} | {load} | {r['metric']} | {r['twin']} | {unit(r['predicted'])} | "

@@ -475,6 +475,15 @@ def step_twins(work: Path) -> dict[str, Any]:
     return {"planned_on": planner, "twins": sorted(twins), "missing": missing, "points": len(points)}
 
 
+def served_point(pt: dict[str, Any]) -> Any:
+    """A planned point of predictions.json as the shared record (harness.served.ServedPoint): a burst's rate is inf."""
+    from harness.served import ServedPoint  # noqa: PLC0415
+
+    i, o = (int(x) for x in pt["mix"].split("/"))
+    return ServedPoint(i, o, rate_per_s=math.inf if pt["kind"] == "burst" else float(pt["rate_per_s"]), workload=pt["mix"],
+                       index=int(pt["point"]))
+
+
 def fresh_rows(rows: list[dict[str, Any]], salt: int) -> list[dict[str, Any]]:
     """The same arrivals and lengths with other prompt words, so a repeat does not hit the engine's prompt cache."""
     from workloads.prompts import prompt_text  # noqa: PLC0415
@@ -517,15 +526,16 @@ def step_served(work: Path, deadline_unix_s: float) -> dict[str, Any]:
                 if rep:
                     path = save_artifact(WorkloadArtifact(art.name, fresh_rows(art.rows, 1000 * pt["point"] + rep),
                                                           {**art.meta, "repeat": rep}), wd)
-                rate = math.inf if burst else float(pt["rate_per_s"])
+                point = served_point(pt)
                 timeout_s = max(60.0, 4 * p.point_s)
                 print(f"{'burst' if burst else 'point'} {pt['point']} ({pt['mix']}, "
-                      f"{'burst of %d' % pt['requests'] if burst else '%.3g req/s' % rate}), repeat {rep + 1}", flush=True)
+                      f"{'burst of %d' % pt['requests'] if burst else point.load_text()}), repeat {rep + 1}", flush=True)
                 t0 = time.time()
-                m = measure_served(plan.endpoint, plan.served_name, pt["mix"], rate, str(path), 0.0 if burst else p.point_s,
-                                   str(load_root), wd, None, p.threads, request_timeout_s=timeout_s,
+                r = measure_served(plan.endpoint, plan.served_name, point, str(path), 0.0 if burst else p.point_s,
+                                   str(load_root), wd, None, p.threads, request_timeout_s=timeout_s, repeat=rep,
                                    drain_limit_s=None if burst else min(timeout_s, 3 * p.point_s))
-                row = {"point": pt["point"], "repeat": rep, "wall_s": time.time() - t0, **m.to_dict()}
+                row = {"point": pt["point"], "repeat": rep, "wall_s": time.time() - t0, "measurement": r.served.to_dict(),
+                       "load": asdict(r.run)}
                 with out.open("a") as f:
                     f.write(json.dumps(row, default=str) + "\n")
                 done += 1

@@ -54,7 +54,7 @@ def test_the_tarball_files_with_import_device_and_holds_the_comparison(dry_run, 
     assert {"micro", "loop-gpu-device"} <= kinds, kinds
     run = next(Run(r["path"]) for r in filed["runs"] if Run(r["path"]).manifest.kind == "loop-gpu-device")
     cmp = run.table("device_loop_comparison")
-    assert set(cmp["twin"]) >= {"a", "b"} and set(cmp["metric"]) == {"capacity_rps", "ttft_p50_s", "tpot_p50_s"}
+    assert set(cmp["twin"]) >= {"a", "b"} and set(cmp["metric"]) == {"capacity_requests_per_s", "ttft_p50_s", "tpot_p50_s"}
     assert cmp["error"].notna().sum() >= 4  # measured points have errors (a TPOT of 0, all tokens in one chunk, has none)
     assert (run.path / "step-time.json").is_file() and (run.path / "twin-a.json").is_file()
 
