@@ -13,6 +13,7 @@ function (compare_served, the error a signed fraction (predicted − measured) /
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -133,9 +134,67 @@ def markdown(cmp: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def store_run(work: str | Path, cmp: dict[str, Any]) -> Path:
-    """One run of kind loop-gpu-device under WORK/results/<machine>/: the comparison and served tables, and the files
-    the twins were built from, so `harness micro import-device` files it with the call's micro runs."""
+def _moved(path: str, work: Path, recorded_work: str | None) -> str:
+    """A path the call recorded on the device, under the folder the tarball was unpacked to (offline)."""
+    if not recorded_work or not path.startswith(recorded_work.rstrip("/") + "/") or Path(path).exists():
+        return path
+    return str(work / path[len(recorded_work.rstrip("/")) + 1:])
+
+
+def loop_reports(work: str | Path) -> dict[str, Any]:
+    """Each twin's LoopReport over the stored points (harness.loop.gpu.compare_stored: the loop's own predict, compare
+    and verdicts, the absolute one and the repeatability one, on the load runs read back by read_load_run)."""
+    from harness.bench.device_loop import load_preset, served_point  # noqa: PLC0415
+    from harness.loop.gpu import StoredPoint, compare_stored  # noqa: PLC0415
+    from harness.loop.measure import read_load_run  # noqa: PLC0415
+    from harness.target.twin import load_twin  # noqa: PLC0415
+    from workloads.artifact import load_artifact  # noqa: PLC0415
+
+    w = Path(work)
+    p = load_preset(w)
+    rec = json.loads((w / "plan.json").read_text()).get("work")
+    pred = json.loads((w / "predictions.json").read_text())
+    served = read_served(w)
+    stored = []
+    for pt in pred["points"]:
+        point = served_point(pt)
+        runs = tuple(read_load_run(_moved(r["load"]["run_dir"], w, rec), point, 0.0 if point.burst else p.point_s,
+                                   repeat=int(r["repeat"]), threads=p.threads)
+                     for r in served if int(r["point"]) == pt["point"])
+        if runs:
+            stored.append(StoredPoint(point, load_artifact(_moved(pt["artifact"], w, rec)), runs,
+                                      math.nan if pt["fraction"] is None else float(pt["fraction"])))
+    out: dict[str, Any] = {}
+    for f in sorted((w / "twins").glob("*.json")):
+        # the twin's files (twin (a)'s step-time file and model), where the tarball or the caller put them
+        d = _relocated(json.loads(f.read_text()), w, rec)
+        tmp = w / "twins" / f".{f.name}.local"
+        tmp.write_text(json.dumps(d))
+        try:
+            out[f.stem] = compare_stored(load_twin(tmp), stored, duration_s=p.point_s, kind="loop-gpu",
+                                         config=f"device loop ({p.device})")
+        except HarnessError as exc:
+            out[f.stem] = HarnessError(f"twin {f.stem}: {exc}" + (
+                f" (the model is not carried back: write it again, seeded, with `python -m harness.engines.random_gguf "
+                f"{w / 'model.gguf'} --shape {p.shape} --type {p.qtype}`)" if ".gguf" in str(exc) else ""))
+        finally:
+            tmp.unlink()
+    return out
+
+
+def _relocated(d: Any, work: Path, recorded_work: str | None) -> Any:
+    if isinstance(d, dict):
+        return {k: _relocated(v, work, recorded_work) for k, v in d.items()}
+    if isinstance(d, list):
+        return [_relocated(v, work, recorded_work) for v in d]
+    return _moved(d, work, recorded_work) if isinstance(d, str) else d
+
+
+def store_run(work: str | Path, cmp: dict[str, Any], reports: dict[str, Any] | None = None) -> Path:
+    """One run of kind loop-gpu-device under WORK/results/<machine>/: the comparison and served tables, the files the
+    twins were built from and each twin's LoopReport (`reports`), so `harness micro import-device` files it with the
+    call's micro runs."""
+    reports = reports or {}
     from harness.bench.device_loop import RUN_KIND  # noqa: PLC0415
     from harness.records import new_manifest  # noqa: PLC0415
     from harness.store import RunWriter  # noqa: PLC0415
@@ -156,4 +215,7 @@ def store_run(work: str | Path, cmp: dict[str, Any]) -> Path:
                 rw.write_json(name, json.loads((w / name).read_text()))
         for t in sorted((w / "twins").glob("*.json")) if (w / "twins").is_dir() else []:
             rw.write_json(f"twin-{t.stem}.json", json.loads(t.read_text()))
+        for twin, rep in reports.items():
+            if not isinstance(rep, Exception):
+                rw.write_json(f"loop-report-{twin}.json", rep.to_dict())
     return rw.path

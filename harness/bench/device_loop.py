@@ -571,14 +571,23 @@ def _estimate_s(pt: dict[str, Any], p: Preset, planner: str) -> float:
 
 
 def step_compare(work: Path) -> dict[str, Any]:
-    from harness.bench.device_compare import compare_work, markdown, store_run  # noqa: PLC0415
+    from harness.bench.device_compare import compare_work, loop_reports, markdown, store_run  # noqa: PLC0415
 
     cmp = compare_work(work)
     _write(work, "comparison.json", cmp)
     (work / "comparison.md").write_text(markdown(cmp))
-    run = store_run(work, cmp)
+    reports: dict[str, Any] = {}
+    report_error = None
+    try:  # the loop's own verdicts (absolute and repeatability) per twin; the table above stands without them
+        reports = loop_reports(work)
+    except HarnessError as exc:
+        report_error = str(exc)
+        print(f"warning: the loop reports could not be made: {exc}", flush=True)
+    run = store_run(work, cmp, reports)
     print(markdown(cmp), flush=True)
-    return {"run": str(run), "rows": len(cmp["rows"]), "verdict": cmp["verdict"]}
+    errors = [str(r) for r in reports.values() if isinstance(r, Exception)] + ([report_error] if report_error else [])
+    return {"run": str(run), "rows": len(cmp["rows"]), "verdict": cmp["verdict"],
+            "loop_reports": sorted(k for k, r in reports.items() if not isinstance(r, Exception)), "loop_report_errors": errors}
 
 
 STEPS = ("prepare", "facts", "model", "kernels", "twins", "served", "compare", "collect")

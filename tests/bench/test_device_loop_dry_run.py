@@ -57,6 +57,9 @@ def test_the_tarball_files_with_import_device_and_holds_the_comparison(dry_run, 
     assert set(cmp["twin"]) >= {"a", "b"} and set(cmp["metric"]) == {"capacity_requests_per_s", "ttft_p50_s", "tpot_p50_s"}
     assert cmp["error"].notna().sum() >= 4  # measured points have errors (a TPOT of 0, all tokens in one chunk, has none)
     assert (run.path / "step-time.json").is_file() and (run.path / "twin-a.json").is_file()
+    # each twin's LoopReport by the loop's own compare_stored (its absolute and repeatability verdicts)
+    rep = json.loads((run.path / "loop-report-b.json").read_text())
+    assert rep["kind"] == "loop-gpu" and rep["verdict"]["points"] >= 4 and "repeatability" in rep
 
 
 def test_the_offline_comparison_runs_again_on_the_work_folder(dry_run):
