@@ -1,6 +1,7 @@
 """Thin CLI: one module per verb, each with add_arguments(parser) and main(args) -> int.
 
-Exit codes: 0 ok, 1 user/data error (and an unexpected failure), 2 usage, 3 regression or SLO breach.
+Exit codes: 0 ok, 1 user/data error (and an unexpected failure), 2 usage, 3 regression or SLO breach, 4 a comparison
+gate the runs cannot decide (its interval reaches past the bound: measure longer).
 
 A HarnessError prints as `error: ...`. Any other exception is a bug (or an input not checked yet): the
 terminal gets one line naming the verb, the exception and the log file; the traceback goes to

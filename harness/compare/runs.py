@@ -31,6 +31,8 @@ from harness.errors import HarnessError
 LATENCY_FAMILIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
 LATENCY_STATS = ("p50", "p90", "p99")
 RATE_METRICS = ("output_tokens_per_s", "request_throughput_per_s", "goodput_per_s")
+# every metric a load run can have (goodput only with an SLO), known before any run is loaded
+LOAD_METRICS = tuple(f"{fam.removesuffix('_s')}_{st}_s" for fam in LATENCY_FAMILIES for st in LATENCY_STATS) + RATE_METRICS
 CASE_TABLES = ("micro_cases", "cases")
 SAMPLE_TABLES = ("micro_samples", "samples")
 
