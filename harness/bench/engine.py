@@ -99,11 +99,7 @@ def check_session_flags(port: int | None, hold_s: float) -> None:
 
 def check_engine(cfg: EngineConfig, port: int | None = None) -> EngineCheck:
     plan = make_plan(cfg, resolve=False, port=port)
-    missing = None
-    if cfg.engine == "llama.cpp":
-        from harness.engines.llama_cpp import binary_available  # noqa: PLC0415
-
-        missing = binary_available(cfg.options.binary)  # type: ignore[attr-defined]
+    missing = " ".join(plan.engine_info.get("not_exact") or []) or None  # llama.cpp: its binary or model not installed
     return EngineCheck(cfg.source, cfg.name, cfg.engine, cfg.base.mode, [p.role for p in plan.processes], missing)
 
 
@@ -114,7 +110,8 @@ def dry_run_plan(cfg: EngineConfig, port: int | None = None) -> LaunchPlan:
 
 def dry_run_dict(cfg: EngineConfig, plan: LaunchPlan) -> dict[str, Any]:
     return {"config": cfg.name, "engine": cfg.engine, "mode": plan.mode, "endpoint": plan.endpoint,
-            "served_name": plan.served_name, "processes": [p.to_dict() for p in plan.processes]}
+            "served_name": plan.served_name, "processes": [p.to_dict() for p in plan.processes],
+            "not_exact": list(plan.engine_info.get("not_exact") or [])}
 
 
 @dataclass(frozen=True)
