@@ -2,7 +2,9 @@
 
 Layout: results/<machine>/<run_id>/manifest.json and <table>/part-NNNNN.parquet. A run is
 written once and never overwritten; every file is written under a temporary name and renamed,
-and tables are appended in parts so a run killed midway keeps what it measured. The JSON sidecars
+and tables are appended in parts so a run killed midway keeps what it measured. Every part of a
+declared table is written with the table's declared types (harness.table_schemas), so the parts of
+a table read back as one dataset (`pandas.read_parquet(RUN/"requests")`, `pyarrow.dataset`). The JSON sidecars
 (plan.json, loop_report.json; summary.json by workloads.summary) carry a schema_version like every
 harness file (SIDECAR_VERSIONS; harness.versioning): ones written before they were versioned are version 1.
 
@@ -20,6 +22,7 @@ from typing import Any, Callable, Iterator
 
 from harness.errors import HarnessError
 from harness.records import SCHEMA_VERSION, TABLE_COLUMNS, RunManifest, upgrade_table, validate_table
+from harness.table_schemas import to_arrow
 from harness.versioning import load_versioned, stamp_version
 
 DEFAULT_RESULTS = Path("results")
@@ -101,11 +104,18 @@ def write_part(run_path: Path, run_id: str, table: str, rows: Any, n: int) -> Pa
         validate_table(table, df, f"append to {Path(run_path) / table}")
     df["schema_version"] = SCHEMA_VERSION
     df["run_id"] = run_id
+    import pyarrow.parquet as pq
+
+    arrow = to_arrow(table, df, f"append to {Path(run_path) / table}")  # the table's declared types (harness.table_schemas)
     out = part_path(run_path, table, n)
     out.parent.mkdir(exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, out)
+    try:
+        pq.write_table(arrow, tmp)
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # no half-written .tmp left behind (a full disk, an interrupt)
+        raise
     return out
 
 
