@@ -21,6 +21,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from harness.errors import HarnessError
 
@@ -44,8 +45,30 @@ VERBS: dict[str, str] = {
 }
 
 
+def version_text() -> str:
+    """`harness --version`: the package version and the commit it runs from (as run manifests record them)."""
+    from harness import __version__
+    from harness.records import harness_commit
+
+    commit, dirty = harness_commit()
+    where = f"commit {commit[:12]}{' with local changes' if dirty else ''}" if commit else "not a git checkout"
+    return f"harness {__version__} ({where}; Python {sys.version.split()[0]})"
+
+
+class _VersionAction(argparse.Action):
+    """--version, its text made only when asked (it runs git)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kw.get("help"))
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Any = None) -> None:
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness", description="Measurement harness for distributed LLM inference.")
+    parser.add_argument("--version", action=_VersionAction, help="print the harness version and commit, then exit")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
     for verb, modname in VERBS.items():
