@@ -95,3 +95,21 @@ def test_old_runs_with_drifting_parts_still_load_through_the_store(tmp_path):
 
 def test_the_requests_schema_is_the_records_columns():
     assert tuple(TABLE_SCHEMAS["requests"]) == RECORD_COLUMNS
+
+
+def test_every_table_the_harness_writes_is_declared_or_listed_as_not_yet():
+    """The tables appended in the code (writer.append("NAME", ...)) against the declarations: a new table must be
+    declared; the ones listed here are still written with per-part inferred types (their owners' follow-up)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    written = set()
+    for pkg in ("harness", "workloads", "microbench"):
+        for f in (root / pkg).rglob("*.py"):
+            written |= set(re.findall(r"\b(?:w|writer|self\.writer|self|self\.parts)\.append\(\s*\"([a-z_]+)\"", f.read_text()))
+            written |= set(re.findall(r"tables\[\"([a-z_]+)\"\]", f.read_text()))
+    not_yet = {"sweep_points": "one part per sweep", "micro_kernels": "GPU kernel profiles",
+               **{t: "harness loop's tables (h45-loop rewrites them)" for t in written if t.startswith("loop_")}}
+    assert written - set(TABLE_SCHEMAS) - set(not_yet) == set()
+    assert "requests" in written and "server_metrics" in written
