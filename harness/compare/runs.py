@@ -115,8 +115,9 @@ def run_options(manifest: Any, summary: dict[str, Any] | None = None) -> dict[st
     return out
 
 
-# options naming a file: a relative and an absolute path to the same file are the same option
-_PATH_OPTIONS = ("options.scenario", "options.workload_path", "options.calibration", "options.engine_config", "scenario_path")
+# options naming a file (and any option `*_path`, e.g. the embedded target's engine.scenario_path): a relative and an
+# absolute path to the same file are the same option
+_PATH_OPTIONS = ("options.scenario", "options.calibration", "options.engine_config")
 # options that only shape the workload a run builds: when both runs replayed one artifact (the same content hash),
 # the artifact is the workload and these say nothing about it (a replay's --duration-s is not its schedule's length)
 _WORKLOAD_OPTIONS = ("options.duration_s", "options.rate_per_s", "options.schedule", "options.mix", "options.seed",
@@ -130,7 +131,7 @@ def _path_text(v: Any) -> str | None:
 def same_path(a: Any, b: Any) -> bool:
     """Two recorded paths to one file: equal once normalised, or an absolute path ending in the other (relative) one."""
     pa, pb = _path_text(a), _path_text(b)
-    if pa is None or pb is None:
+    if pa is None or pb is None or "://" in str(a) or "://" in str(b):  # a URL is compared as text
         return a == b
     if pa == pb:
         return True
@@ -147,7 +148,7 @@ def options_diff(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, A
     out = []
     for k in sorted(set(a) | set(b)):
         va, vb = a.get(k), b.get(k)
-        if va == vb or (k in _PATH_OPTIONS and same_path(va, vb)):
+        if va == vb or ((k in _PATH_OPTIONS or k.endswith("_path")) and same_path(va, vb)):
             continue
         if one_artifact and any(k == w or (w.endswith(".") and k.startswith(w)) for w in _WORKLOAD_OPTIONS):
             continue

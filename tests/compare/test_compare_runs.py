@@ -155,10 +155,12 @@ def test_options_list_leaves_out_noise(tmp_path):
     from harness.report.compare import render_text
 
     rel = "workloads/scenarios/ch9-hetero-pd.toml"
-    a = write_synthetic_load_run(tmp_path, SyntheticLoad(), seed=1, run_id="noise-a", options={
+    # the embedded target records its scenario path in the engine info too (engine.scenario_path)
+    a = write_synthetic_load_run(tmp_path, SyntheticLoad(), seed=1, run_id="noise-a", engine_info={"scenario_path": rel}, options={
         "scenario": rel, "duration_s": 90.0, "rate_per_s": None, "workload_path": None, "max_concurrency": 512,
         "workload": {"input_tokens": None}})
-    b = write_synthetic_load_run(tmp_path, SyntheticLoad(), seed=2, run_id="noise-b", options={
+    b = write_synthetic_load_run(tmp_path, SyntheticLoad(), seed=2, run_id="noise-b", engine_info={
+        "scenario_path": f"/home/user/llm-dist-harness/{rel}"}, options={
         "scenario": f"/home/user/llm-dist-harness/./{rel}", "duration_s": 60.0, "rate_per_s": None,
         "workload_path": "results/synthetic-load/noise-a/workload.parquet", "max_concurrency": 64,
         "workload": {"input_tokens": 256}})
@@ -173,3 +175,4 @@ def test_same_path():
     assert same_path("workloads/s.toml", "/repo/workloads/s.toml") and same_path("./a/b.toml", "a/b.toml")
     assert not same_path("workloads/s.toml", "/repo/other/s.toml") and not same_path("../s.toml", "/x/s.toml")
     assert not same_path("/a/s.toml", "/b/s.toml") and same_path(None, None) and not same_path(None, "a.toml")
+    assert not same_path("http://host/a", "http:/host/a")  # URLs compare as text
