@@ -170,6 +170,7 @@ class Rescue:
     rows_rescued: int = 0
     rows_by_table: dict[str, int] = field(default_factory=dict)  # rows written to the rescue directory, per table
     files_rescued: list[str] = field(default_factory=list)
+    files_lost: list[str] = field(default_factory=list)  # files (manifest, sidecars) written on neither disk
     in_memory: list[tuple[str, int, Any]] = field(default_factory=list)  # (table, part, rows) written nowhere
 
     @property
@@ -272,10 +273,13 @@ class RunWriter:
             return out
         try:  # a small file: the manifest or a sidecar
             _atomic_write_bytes(r.directory / name, data)
-            r.files_rescued.append(name) if name not in r.files_rescued else None
-            return r.directory / name
         except OSError:
+            if name not in r.files_lost:
+                r.files_lost.append(name)
             return out
+        if name not in r.files_rescued:
+            r.files_rescued.append(name)
+        return r.directory / name
 
     def _write_manifest(self) -> None:
         data = json.dumps(self.manifest.to_dict(), indent=2, default=str).encode()
@@ -329,6 +333,8 @@ class RunWriter:
                f"({r.rows_rescued} rows{': ' + moved if moved else ''}) written to the rescue directory {r.directory}")
         if r.files_rescued:
             msg += f" with {', '.join(r.files_rescued)}"
+        if r.files_lost:
+            msg += f"; {', '.join(r.files_lost)} fitted on neither disk"
         if r.in_memory:
             msg += (f"; {len(r.in_memory)} part(s) ({r.rows_in_memory} rows) fitted on neither disk and are lost when "
                     "this process ends")
