@@ -1,5 +1,5 @@
 """The workload described on the command line: token-length distributions, shared prefix, turns and pauses, a prompt
-dataset on disk, a tokenizer, or a Mooncake trace, built into a workload artifact on a schedule.
+dataset on disk, a tokenizer, or a request trace (Mooncake, BurstGPT, Azure), built into a workload artifact on a schedule.
 
 The same flags serve `harness bench-pd` and `locust -f workloads/locustfile.py` (add_workload_arguments);
 the spec itself is stored in the artifact's metadata (`workload_spec`), so a run is replayable from the
@@ -20,6 +20,7 @@ from workloads.artifact import APIS, WorkloadArtifact
 from workloads.lengths import LengthDist, parse_length
 from workloads.prompts import TokenizerText, prompt_text, synthetic_words
 from workloads.schedule import Schedule
+from workloads.traces import parse_window
 
 MAX_TURNS = 1000
 
@@ -38,6 +39,9 @@ class WorkloadSpec:
     tokenizer: str | None = None
     trace: str | None = None
     trace_time_scale: float = 1.0
+    trace_format: str | None = None  # None: from the file (workloads.traces)
+    trace_window_s: tuple[float, float | None] | None = None  # [START, END] s of the trace's own time
+    trace_max_rate_per_s: float | None = None  # slow the replay down to this mean rate when it is faster
 
     def __post_init__(self) -> None:
         if isinstance(self.prefix_tokens, bool) or not isinstance(self.prefix_tokens, int) or not 0 <= self.prefix_tokens <= 10_000_000:
@@ -48,6 +52,9 @@ class WorkloadSpec:
             raise HarnessError(f"--pause-s must be a number of seconds in [0, 3600], got {self.pause_s!r}.")
         if not (isinstance(self.trace_time_scale, (int, float)) and math.isfinite(self.trace_time_scale) and self.trace_time_scale > 0):
             raise HarnessError(f"--trace-time-scale must be a number > 0 (0.5 replays twice as fast), got {self.trace_time_scale!r}.")
+        if not self.trace and (self.trace_format or self.trace_window_s or self.trace_max_rate_per_s is not None):
+            raise HarnessError("--trace-format, --trace-window and --trace-max-rate qualify --trace PATH; give the trace too.")
+        self.trace_selection()  # validates the window, scale and cap
         if self.trace and self.dataset:
             raise HarnessError("--trace and --dataset both give the prompts; use one of them.")
         if self.trace and (self.turns > 1 or self.input_tokens is not None):
@@ -59,6 +66,12 @@ class WorkloadSpec:
             v = getattr(self, f)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
                 raise HarnessError(f"--{f.replace('_', '-')} must be an integer >= 0, got {v!r}.")
+
+    def trace_selection(self) -> Any:
+        from workloads.traces import TraceSelection
+
+        return TraceSelection(time_scale=self.trace_time_scale, window_s=self.trace_window_s,
+                              max_rate_per_s=self.trace_max_rate_per_s)
 
     @property
     def custom(self) -> bool:
@@ -88,8 +101,14 @@ def add_workload_arguments(parser: Any) -> None:
     a("--dataset-min-tokens", type=int, default=None, help="drop dataset prompts shorter than this (tokenizer tokens, else words)")
     a("--dataset-max-tokens", type=int, default=None, help="drop dataset prompts longer than this")
     a("--tokenizer", default=None, help="a local tokenizer.json or Hugging Face tokenizer folder: exact prompt lengths, client token counts")
-    a("--trace", default=None, help="replay a Mooncake JSONL trace (its times and lengths)")
+    a("--trace", default=None, help="replay a request trace (its times and lengths): Mooncake .jsonl, BurstGPT or Azure LLM "
+                                    "inference .csv")
+    a("--trace-format", default=None, choices=["mooncake", "burstgpt", "azure"], help="the trace's format (default: from the file)")
+    a("--trace-window", default=None, metavar="START:END", help="replay only the requests that arrived in [START, END] seconds "
+                                                               "of the trace's own time (END empty: to its end)")
     a("--trace-time-scale", type=float, default=1.0, help="multiply the trace's times by this (0.5: twice as fast)")
+    a("--trace-max-rate", type=float, default=None, help="cap the replay's mean rate (requests/s): a faster selection is "
+                                                        "slowed down uniformly, no request dropped")
 
 
 def spec_from_args(ns: Any) -> WorkloadSpec:
@@ -104,7 +123,8 @@ def spec_from_args(ns: Any) -> WorkloadSpec:
         prefix_tokens=_default(g("prefix_tokens"), 0), turns=_default(g("turns"), 1), pause_s=_default(g("pause_s"), 0.0),
         dataset=g("dataset"), dataset_field=g("dataset_field"), dataset_min_tokens=g("dataset_min_tokens"),
         dataset_max_tokens=g("dataset_max_tokens"), tokenizer=g("tokenizer"), trace=g("trace"),
-        trace_time_scale=_default(g("trace_time_scale"), 1.0),
+        trace_time_scale=_default(g("trace_time_scale"), 1.0), trace_format=g("trace_format"),
+        trace_window_s=parse_window(g("trace_window")), trace_max_rate_per_s=g("trace_max_rate"),
     )
 
 
@@ -127,7 +147,7 @@ def build_workload(spec: WorkloadSpec, schedule: Schedule, *, name: str = "custo
                    default_input_tokens: int = 8192, default_output_tokens: int = 1025,
                    meta: dict[str, Any] | None = None) -> WorkloadArtifact:
     """One session per schedule instant (a trace brings its own instants), built from `spec`."""
-    from workloads.mixes import mooncake
+    from workloads.mixes import trace_replay
 
     if api not in APIS:
         raise HarnessError(f"--api must be one of {', '.join(APIS)}, got {api!r}.")
@@ -135,7 +155,7 @@ def build_workload(spec: WorkloadSpec, schedule: Schedule, *, name: str = "custo
     counter = f"tokenizer:{tok.path}" if tok else "words (synthetic prompts: one token per word on the embedded target)"
     base_meta = {"workload_spec": spec.to_dict(), "token_counter": counter, **(meta or {})}
     if spec.trace:
-        art = mooncake(spec.trace, time_scale=spec.trace_time_scale, api=api, seed=seed, tokenizer=tok)
+        art = trace_replay(spec.trace, fmt=spec.trace_format, selection=spec.trace_selection(), api=api, seed=seed, tokenizer=tok)
         if spec.output_tokens is not None or spec.prefix_tokens:
             raise HarnessError("--trace gives every request's output length and prefix blocks; drop --output-tokens/--prefix-tokens.")
         return WorkloadArtifact(art.name, art.rows, {**art.meta, **base_meta})
