@@ -63,7 +63,8 @@ class SummaryOptions:
 
 
 # sidecars a load run writes itself; `LoadConfig.sidecars` may not name them
-RESERVED_SIDECARS = ("manifest.json", "summary.json", "plan.json")
+RESERVED_SIDECARS = ("manifest.json", "summary.json", "plan.json", "gpu_telemetry.json")
+ROLES = ("all", "prefill", "decode")  # the pool a metrics endpoint serves
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,10 @@ class LoadConfig:
     drain_timeout_s: float = 180.0
     scrape: list[dict[str, str]] = field(default_factory=list)  # [{"role": "prefill", "url": ...}, ...]
     scrape_interval_s: float = 1.0
+    # GPU telemetry (workloads.gpu_telemetry): DCGM exporters [{"role", "url"}], this host's NVML, the sampling period
+    gpu_metrics: list[dict[str, str]] = field(default_factory=list)
+    gpu_local: bool = False
+    gpu_interval_s: float = 1.0
     fetch_emit_log: bool = False
     extra_body: dict[str, Any] = field(default_factory=dict)
     plan_path: str | None = None
@@ -100,6 +105,14 @@ class LoadConfig:
             if not isinstance(s, dict) or set(s) != {"role", "url"}:
                 raise HarnessError(f"load config scrape entries must be {{role, url}}, got {s!r}.")
             check_http_url(s["url"], f"{s['role']} metrics URL")
+        for s in self.gpu_metrics:
+            if not isinstance(s, dict) or set(s) != {"role", "url"} or s["role"] not in ROLES:
+                raise HarnessError(f"load config gpu_metrics entries must be {{role, url}} with role one of {', '.join(ROLES)}, "
+                                   f"got {s!r}.")
+            check_http_url(s["url"], f"--gpu-metrics-url ({s['role']})")
+        if not isinstance(self.gpu_local, bool):
+            raise HarnessError(f"load config gpu_local must be true or false, got {self.gpu_local!r}.")
+        _num("gpu_interval_s", self.gpu_interval_s, 0.0, strict=True)
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or not 0 <= self.workers <= 64:
             raise HarnessError(f"load config workers must be an integer in [0, 64], got {self.workers!r}.")
         if isinstance(self.remote_workers, bool) or not isinstance(self.remote_workers, int) or not 0 <= self.remote_workers <= 1024:

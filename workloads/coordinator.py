@@ -89,6 +89,7 @@ class Coordinator:
         self.master: Any = None
         self.runner: Any = None
         self.scraper: Any = None
+        self.gpu: Any = None  # the GPU telemetry child (workloads.gpu_telemetry), when asked for
         self.clock_offsets: dict[str, Any] = {}
         self._cpu0 = self._wall0 = 0.0
         self.finished = False
@@ -177,6 +178,7 @@ class Coordinator:
         self.scraper = Scraper(cfg.scrape, lambda rows: self.append("server_metrics", rows), cfg.scrape_interval_s,
                                t0_fn=lambda: self.t0_ns / 1e9)
         self.scraper.start()
+        self._start_gpu_telemetry()
         self._cpu0, self._wall0 = time.process_time(), time.perf_counter()
 
     def done(self) -> bool:
@@ -224,6 +226,7 @@ class Coordinator:
                                                    f"workers {silent} sent no final records; their requests in flight are 'lost'"])
         if self.scraper is not None:
             self.scraper.stop()
+        self._close_gpu_telemetry()
         if self.state is not None:
             self.add(self.state.drain())
             never_started = self.state.never_started()
@@ -284,11 +287,36 @@ class Coordinator:
         """Close the run directory: complete, or failed with the reason (an interrupted run is 'failed: interrupted')."""
         try:
             self._close_parts()
+            self._close_gpu_telemetry()
         except Exception:  # noqa: BLE001 - keep what was measured; the error that ended the run is the one to report
             pass
         if exc is None and self.stop_requested:
             exc = KeyboardInterrupt(f"interrupted ({self.stop_requested}); {self.cancelled} requests in flight recorded as cancelled")
         self.writer.__exit__(type(exc) if exc else None, exc, None)
+
+    def _start_gpu_telemetry(self) -> None:
+        cfg = self.cfg
+        if not (cfg.gpu_local or cfg.gpu_metrics):
+            return
+        from workloads.gpu_telemetry import GpuTelemetryConfig, GpuTelemetryProcess
+
+        self.gpu = GpuTelemetryProcess(self.writer.path, self.writer.manifest.run_id, self.t0_ns,
+                                       GpuTelemetryConfig(local=cfg.gpu_local, endpoints=list(cfg.gpu_metrics),
+                                                          interval_s=cfg.gpu_interval_s))
+
+    def _close_gpu_telemetry(self) -> None:
+        """Stop the GPU sampler; its report (sources, samples, failed reads per endpoint) goes to gpu_telemetry.json,
+        and an endpoint that never answered to the manifest's notes."""
+        if self.gpu is None:
+            return
+        gpu, self.gpu = self.gpu, None
+        report = gpu.close()
+        self.writer.write_json("gpu_telemetry.json", report)
+        notes = [f"GPU telemetry: {report['error']}"] if report.get("error") else []
+        for ep, e in (report.get("errors") or {}).items():
+            notes.append(f"GPU telemetry from {ep}: {e['count']} failed reads (first: {e['first']})")
+        if notes:
+            self.writer.update_manifest(notes=[*self.writer.manifest.notes, *notes])
 
     def _close_parts(self) -> None:
         if self.parts is None:
