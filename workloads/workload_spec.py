@@ -20,9 +20,11 @@ from workloads.artifact import APIS, WorkloadArtifact
 from workloads.lengths import LengthDist, parse_length
 from workloads.prompts import TokenizerText, prompt_text, synthetic_words
 from workloads.schedule import Schedule
+from workloads.think_time import ThinkTime, parse_think_time
 from workloads.traces import parse_window
 
 MAX_TURNS = 1000
+REPLIES = ("live", "synthetic")
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,8 @@ class WorkloadSpec:
     output_tokens: LengthDist | None = None
     prefix_tokens: int = 0  # text shared by every session's first prompt (a prefix-cache workload)
     turns: int = 1
-    pause_s: float = 0.0  # before each later turn, after the previous turn ended
+    pause_s: float | ThinkTime = 0.0  # before each later turn, after the previous turn ended (seconds, or a distribution)
+    replies: str = "live"  # later turns carry the server's actual replies ("live") or stand-in text of their length
     dataset: str | None = None
     dataset_field: str | None = None
     dataset_min_tokens: int | None = None
@@ -48,8 +51,12 @@ class WorkloadSpec:
             raise HarnessError(f"--prefix-tokens must be an integer token count >= 0, got {self.prefix_tokens!r}.")
         if isinstance(self.turns, bool) or not isinstance(self.turns, int) or not 1 <= self.turns <= MAX_TURNS:
             raise HarnessError(f"--turns must be an integer in [1, {MAX_TURNS}], got {self.turns!r}.")
-        if isinstance(self.pause_s, bool) or not isinstance(self.pause_s, (int, float)) or not (math.isfinite(self.pause_s) and 0 <= self.pause_s <= 3600):
-            raise HarnessError(f"--pause-s must be a number of seconds in [0, 3600], got {self.pause_s!r}.")
+        if not isinstance(self.pause_s, ThinkTime) and (isinstance(self.pause_s, bool) or not isinstance(self.pause_s, (int, float))
+                                                        or not (math.isfinite(self.pause_s) and 0 <= self.pause_s <= 3600)):
+            raise HarnessError(f"--pause-s must be a number of seconds in [0, 3600] or a distribution "
+                               f"(exponential:mean=2, uniform:min=1,max=5), got {self.pause_s!r}.")
+        if self.replies not in REPLIES:
+            raise HarnessError(f"--replies must be one of {', '.join(REPLIES)}, got {self.replies!r}.")
         if not (isinstance(self.trace_time_scale, (int, float)) and math.isfinite(self.trace_time_scale) and self.trace_time_scale > 0):
             raise HarnessError(f"--trace-time-scale must be a number > 0 (0.5 replays twice as fast), got {self.trace_time_scale!r}.")
         if not self.trace and (self.trace_format or self.trace_window_s or self.trace_max_rate_per_s is not None):
@@ -80,9 +87,9 @@ class WorkloadSpec:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("input_tokens", "output_tokens"):
+        for k in ("input_tokens", "output_tokens", "pause_s"):
             v = getattr(self, k)
-            d[k] = v.to_dict() if v is not None else None
+            d[k] = v.to_dict() if hasattr(v, "to_dict") else v
         return d
 
 
@@ -94,7 +101,10 @@ def add_workload_arguments(parser: Any) -> None:
     a("--output-tokens", default=None, help="max_tokens per request, same forms as --input-tokens (sent with ignore_eos where the target allows)")
     a("--prefix-tokens", type=int, default=0, help="tokens of text shared by every session's first prompt (prefix caching)")
     a("--turns", type=int, default=1, help="turns per session; each later turn resends the history plus new text")
-    a("--pause-s", type=float, default=0.0, help="pause before each later turn, after the previous one ended (seconds)")
+    a("--pause-s", default=None, help="think time before each later turn, after the previous one ended: seconds (2) or "
+                                      "exponential:mean=2 / uniform:min=1,max=5 / lognormal:mean=2,stdev=1 (seeded)")
+    a("--replies", default="live", choices=list(REPLIES), help="later turns carry the server's actual replies (live, as a chat "
+                                                               "client sends) or stand-in text of their length (synthetic)")
     a("--dataset", default=None, help="prompts from a file on disk: ShareGPT .json, .jsonl (prompt/messages), .parquet/.csv, "
                                       "or a save_to_disk directory (never a hub name)")
     a("--dataset-field", default=None, help="the dataset's text column or field (default: prompt, text, messages, ...)")
@@ -120,7 +130,8 @@ def spec_from_args(ns: Any) -> WorkloadSpec:
     return WorkloadSpec(
         input_tokens=parse_length(i, "--input-tokens") if i is not None else None,
         output_tokens=parse_length(o, "--output-tokens") if o is not None else None,
-        prefix_tokens=_default(g("prefix_tokens"), 0), turns=_default(g("turns"), 1), pause_s=_default(g("pause_s"), 0.0),
+        prefix_tokens=_default(g("prefix_tokens"), 0), turns=_default(g("turns"), 1), pause_s=_pause(g("pause_s")),
+        replies=_default(g("replies"), "live"),
         dataset=g("dataset"), dataset_field=g("dataset_field"), dataset_min_tokens=g("dataset_min_tokens"),
         dataset_max_tokens=g("dataset_max_tokens"), tokenizer=g("tokenizer"), trace=g("trace"),
         trace_time_scale=_default(g("trace_time_scale"), 1.0), trace_format=g("trace_format"),
@@ -130,6 +141,14 @@ def spec_from_args(ns: Any) -> WorkloadSpec:
 
 def _default(v: Any, default: Any) -> Any:
     return default if v is None else v
+
+
+def _pause(v: Any) -> float | ThinkTime:
+    """A fixed pause stays a number (as stored before distributions existed); a distribution is a ThinkTime."""
+    if v is None:
+        return 0.0
+    t = parse_think_time(v)
+    return t.mean_s if t.is_fixed else t
 
 
 def load_tokenizer(path: str | None) -> TokenizerText | None:
@@ -189,6 +208,9 @@ def build_workload(spec: WorkloadSpec, schedule: Schedule, *, name: str = "custo
         for k in range(n_req):
             body_n = int(n_in[k]) - (first if k % spec.turns == 0 else 0)
             bodies.append(prompt_text(body_n, seed * 1_000_003 + k + 17, tok))
+    live = spec.replies == "live" and spec.turns > 1
+    think = parse_think_time(spec.pause_s)
+    pauses = think.sample(n_req, np.random.default_rng(seed + 5_555_555)) if spec.turns > 1 else np.zeros(n_req)
     rows = []
     i = 0
     for s, t in enumerate(schedule.intended_s):
@@ -198,18 +220,21 @@ def build_workload(spec: WorkloadSpec, schedule: Schedule, *, name: str = "custo
             body = bodies[j]
             if k == 0:
                 text = f"{prefix} {body}" if prefix and body else (prefix or body)
+            elif live:  # the client sends the history with the server's actual replies (workloads.conversation)
+                text = body
             else:  # the earlier answer is stood in for by synthetic text of its length, then the new user text
                 text = f"{history} {synthetic_words(int(n_out[j - 1]), seed * 31 + s * 101 + k)} {body}"
             history = text
             n_prompt = count(text) if (tok or spec.dataset or k or prefix) else int(n_in[j])
             rows.append({"request_index": i, "session_id": s, "turn": k, "intended_s": float(t) if k == 0 else math.nan,
-                         "pause_before_s": float(spec.pause_s) if k else 0.0, "api": api, "prompt": text,
+                         "pause_before_s": float(pauses[j]) if k else 0.0, "api": api, "prompt": text,
                          "prompt_tokens_target": int(n_prompt), "max_tokens": int(n_out[j]),
                          "prefix_group": 0 if spec.prefix_tokens else (s if spec.turns > 1 else -1),
                          "prefix_tokens": int(spec.prefix_tokens)})
             i += 1
     m = {"mix": name, "seed": seed, "schedule": schedule.to_dict(), "tokenizer": tok.path if tok else "synthetic-words",
-         "turns": spec.turns, "pause_s": spec.pause_s, **base_meta}
+         "turns": spec.turns, "pause_s": think.to_dict() if not think.is_fixed else think.mean_s,
+         "replies": ("live" if live else "synthetic") if spec.turns > 1 else None, **base_meta}
     if dataset_info:
         m["dataset"] = dataset_info
     return WorkloadArtifact(name, rows, m)
