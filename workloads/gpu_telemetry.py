@@ -46,6 +46,24 @@ class GpuTelemetryConfig:
         return asdict(self)
 
 
+def target_is_local(url: str | None) -> bool:
+    """The target runs on this host (the embedded target, None, or a loopback URL): local NVML sees its GPUs."""
+    from urllib.parse import urlsplit
+
+    if url is None:
+        return True
+    host = urlsplit(url).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def local_sampling(url: str | None) -> bool:
+    """Whether to sample this host's GPUs for a target at `url` by default: it runs here and NVML sees a GPU (none on a
+    CPU-only host, where no sampler is started)."""
+    from harness.telemetry.nvml import status
+
+    return target_is_local(url) and status()[0]
+
+
 class Sampler:
     """Reads every source once per call (no thread of its own; the process loop or a test drives it)."""
 

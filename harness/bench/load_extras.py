@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 from typing import Any
-from urllib.parse import urlsplit
 
 from harness.errors import HarnessError
 from workloads.config import ROLES, check_http_url
@@ -27,14 +26,6 @@ def parse_gpu_metrics_url(text: str) -> dict[str, str]:
     else:
         role, url = "all", t
     return {"role": role, "url": check_http_url(url, f"--gpu-metrics-url ({role})")}
-
-
-def is_local(url: str | None) -> bool:
-    """The target runs on this host (the embedded target, or a loopback URL): local NVML sees its GPUs."""
-    if url is None:
-        return True
-    host = urlsplit(url).hostname or ""
-    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
 
 
 def check_exporters(endpoints: list[dict[str, str]], *, warn: Any = None) -> list[str]:
@@ -61,13 +52,10 @@ def _warn(msg: str) -> None:
 def load_config_fields(opts: Any, artifact: Any, *, target_url: str | None) -> dict[str, Any]:
     """LoadConfig fields for GPU telemetry, the profile window and the early stop of a bench-pd run (`artifact`: the
     workload artifact, for the schedule's span and rate)."""
-    from harness.telemetry.nvml import status as nvml_status
+    from workloads.gpu_telemetry import local_sampling
 
     fields: dict[str, Any] = {"gpu_metrics": list(opts.gpu_metrics), "gpu_interval_s": opts.gpu_interval_s}
-    local = opts.gpu_nvml == "on" or (opts.gpu_nvml == "auto" and is_local(target_url))
-    if local and opts.gpu_nvml == "auto":
-        local = nvml_status()[0]  # auto: only where NVML sees a GPU (none on a CPU-only host: nothing to start)
-    fields["gpu_local"] = bool(local)
+    fields["gpu_local"] = opts.gpu_nvml == "on" or (opts.gpu_nvml == "auto" and local_sampling(target_url))
     if opts.gpu_metrics:
         check_exporters(opts.gpu_metrics)
     if opts.profile_window is not None:

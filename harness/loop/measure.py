@@ -639,6 +639,7 @@ def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float,
     from harness.records import new_run_id  # noqa: PLC0415
     from harness.store import Run  # noqa: PLC0415
     from workloads.config import LoadConfig, SummaryOptions  # noqa: PLC0415
+    from workloads.gpu_telemetry import local_sampling  # noqa: PLC0415
 
     cfg = LoadConfig(
         target_url=endpoint, artifact_path=str(artifact_path), run_id=new_run_id("loop-load"), results_dir=results_dir,
@@ -648,6 +649,7 @@ def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float,
         summary=SummaryOptions(warmup_s=0.0, cooldown_s=0.0, slo_ttft_s=None, slo_tpot_s=None, slo_e2e_s=None),
         manifest_extra={"bench": "loop-cpu served point", "mix": mix, "rate_per_s": rate_per_s},
         engine={"name": "llama.cpp", "simulated": False, "url": endpoint}, progress=False,
+        gpu_local=local_sampling(endpoint),  # GPU telemetry beside the requests when the engine runs on a GPU of this host
     )
     cpu0 = process_cpu_s(pid)
     run_dir = _run_load(cfg, workdir, span_s + cfg.drain_timeout_s + 120.0)
