@@ -381,6 +381,8 @@ class Coordinator:
         report = gpu.close()
         self.writer.write_json("gpu_telemetry.json", report)
         notes = [f"GPU telemetry: {report['error']}"] if report.get("error") else []
+        if str(report.get("nvml", "")).startswith("NVML unavailable"):
+            notes.append(f"GPU telemetry: local sampling was asked for, but {report['nvml']}")
         for ep, e in (report.get("errors") or {}).items():
             notes.append(f"GPU telemetry from {ep}: {e['count']} failed reads (first: {e['first']})")
         if notes:

@@ -171,6 +171,11 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
     prediction = None
     try:
         artifact_path = build_workload(opts, s, workdir)
+        from harness.bench.load_extras import load_config_fields
+        from workloads.artifact import load_artifact
+
+        # GPU telemetry, profile window, early stop: checked before anything starts (harness.bench.load_extras)
+        extra_fields = load_config_fields(opts, load_artifact(artifact_path), target_url=opts.target_url)
         plan_path = workdir / "plan.json"
         plan_path.write_text(json.dumps(as_json(plan(s, include_grid=False))))
         sidecars: dict[str, str] = {}
@@ -211,10 +216,6 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
             key_cfg = LoadConfig(target_url=url, artifact_path=str(artifact_path), run_id="preflight", api_key_env=opts.api_key_env)
             preflight(url, model=opts.model_name or model, api=opts.api, api_key=key_cfg.api_key(),
                       timeout_s=min(60.0, opts.request_timeout_s), extra_body={"ignore_eos": True})
-        from harness.bench.load_extras import load_config_fields
-        from workloads.artifact import load_artifact
-
-        extra_fields = load_config_fields(opts, load_artifact(artifact_path), target_url=opts.target_url)
         cfg = LoadConfig(
             **extra_fields,
             target_url=url, artifact_path=str(artifact_path), run_id=new_run_id("bench-pd"), results_dir=opts.results_dir,

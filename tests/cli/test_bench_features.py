@@ -99,6 +99,15 @@ def test_profile_window_is_called_recorded_and_its_trace_named(capsys, tmp_path)
     assert "## Engine profile window" in Path(res["report_paths"][1]).read_text()
 
 
+def test_a_trace_with_a_missing_column_is_refused_before_the_run(capsys, tmp_path):
+    bad = tmp_path / "burst.csv"
+    bad.write_text("Timestamp,Model,Request tokens,Total tokens,Log Type\n1,ChatGPT,5,9,API log\n")
+    rc = main(["bench-pd", *FAST, "--out", str(tmp_path / "results"), "--report-dir", "", "--trace", str(bad)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "missing column(s) 'Response tokens'" in err and "Timestamp,Model,Request tokens,Response tokens" in err
+    assert "Traceback" not in err and not (tmp_path / "results").exists()
+
+
 def test_a_profile_window_outside_the_run_is_refused_before_it(capsys, tmp_path):
     rc = main(["bench-pd", *FAST, "--out", str(tmp_path / "results"), "--report-dir", "", "--duration-s", "4", "--rate", "2",
                "--input-tokens", "50", "--output-tokens", "2", "--profile-window", "2:9"])
