@@ -45,7 +45,9 @@ def test_sampling_process_writes_the_table_and_reports_an_unreachable_exporter(t
         proc = GpuTelemetryProcess(w.path, "gpu-t", t0, GpuTelemetryConfig(endpoints=[{"role": "all", "url": ex.url},
                                                                                       {"role": "decode", "url": bad}],
                                                                            interval_s=0.1))
-        time.sleep(1.5)  # the child starts (a Python process), then samples every 0.1 s
+        deadline = time.monotonic() + 60  # the child starts (a Python process; slow on a busy host), then samples every 0.1 s
+        while ex.hits < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
         rep = proc.close()
     elapsed_s = (perf_counter_ns() - t0) / 1e9
     df = Run(w.path).table("gpu_metrics")
