@@ -16,6 +16,7 @@ class RunExtras:
     reuse: dict[str, Any] | None  # workloads.reuse_summary.ReuseSummary as a dict
     profile: dict[str, Any] | None  # profile.json
     early_stop: dict[str, Any] | None  # the manifest's early_stop
+    trace: dict[str, Any] | None = None  # a replayed trace's selection (workloads.traces), from the artifact's metadata
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -39,9 +40,14 @@ def run_extras(run: Any, requests: Any | None = None) -> RunExtras:
         else:
             gpu = {"phases": phases.to_dict() if phases else None, "rows": [], "errors": (report or {}).get("errors") or {},
                    "samples": 0, "sampler": report}
-    replies = ((run.manifest.extra.get("workload") or {}).get("replies"))
-    reuse = summarise_reuse(req, replies) if req is not None else None
-    return RunExtras(gpu, reuse.to_dict() if reuse else None, _json(run, "profile.json"), run.manifest.extra.get("early_stop"))
+    wl = run.manifest.extra.get("workload") or {}
+    reuse = summarise_reuse(req, wl.get("replies")) if req is not None else None
+    trace = {k: wl.get(k) for k in TRACE_KEYS} if wl.get("trace_format") else None
+    return RunExtras(gpu, reuse.to_dict() if reuse else None, _json(run, "profile.json"), run.manifest.extra.get("early_stop"), trace)
+
+
+TRACE_KEYS = ("trace", "trace_format", "trace_rows_read", "trace_requests", "trace_window_s", "time_scale", "effective_time_scale",
+              "trace_max_rate_per_s", "rate_capped", "replay_mean_rate_per_s", "trace_notes")
 
 
 def _json(run: Any, name: str) -> dict[str, Any] | None:
@@ -57,6 +63,16 @@ def extra_lines(x: RunExtras) -> list[str]:
     from workloads.reuse_summary import ReuseSummary, TurnReuse, reuse_lines
 
     out: list[str] = []
+    if x.trace:
+        t = x.trace
+        w = t.get("trace_window_s") or [0, None]
+        rate = t.get("replay_mean_rate_per_s")
+        out.append(f"trace: {t['trace_format']} {t['trace']}: {t['trace_requests']} requests of {t['trace_rows_read']} rows read, "
+                   f"window {w[0]:g}–{'end' if w[1] is None else f'{w[1]:g}'} s, time scale {t['time_scale']:g}"
+                   + (f", slowed to {t['effective_time_scale']:.3g} by the rate cap {t['trace_max_rate_per_s']:g} req/s"
+                      if t.get("rate_capped") else "")
+                   + (f"; replay mean rate {rate:.3g} req/s" if rate else "")
+                   + "".join(f"; {n}" for n in t.get("trace_notes") or []))
     if x.early_stop:
         out.append(f"stopped early at {x.early_stop['t_s']:.1f} s: over-saturated: {x.early_stop['reason']}")
     if x.gpu is not None:

@@ -128,6 +128,12 @@ def extras_sections(run: Any, requests: Any) -> tuple[list[Section], list[tuple[
     x = run_extras(run, requests)
     sections: list[Section] = []
     figs: list[tuple[str, str]] = []
+    if x.trace:
+        from workloads.run_extras import extra_lines
+
+        sections.append(("Trace replayed", [ln.removeprefix("trace: ") for ln in extra_lines(x) if ln.startswith("trace: ")]
+                         + ["Window in the trace's own seconds from its first request, then the gaps × the time scale, then "
+                            "a uniform slow-down to the rate cap when the selection ran faster (docs/loadgen.md, Traces)."], []))
     if x.early_stop:
         sections.append(early_stop_section(x.early_stop))
     if x.gpu is not None:

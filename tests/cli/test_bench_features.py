@@ -46,6 +46,8 @@ def test_a_csv_trace_replays_its_selection(capsys, tmp_path, name, argv):
     assert len(df) == art.count == len(sel.requests) and set(df["error_class"]) == {"ok"}
     assert sorted(df["max_tokens"]) == sorted(r.output_length for r in sel.requests)
     assert art.meta["trace_format"] == name.split("_")[0]
+    assert res["extras"]["trace"]["trace_requests"] == len(sel.requests)
+    assert "## Trace replayed" in Path(res["report_paths"][1]).read_text()
     assert art.meta["rate_capped"] is (window is None) and art.meta["replay_mean_rate_per_s"] == pytest.approx(
         sel.meta["replay_mean_rate_per_s"])
     if window is None:  # the Azure sample at twice its speed runs at ~5 req/s: capped to 4, slowed down, no request dropped
