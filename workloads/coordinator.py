@@ -277,11 +277,13 @@ class Coordinator:
 
         opts = self._summary_options()
         # from the stored table, not the records in memory: a killed or imported run summarises the same way
-        self.summary = summarise_run(Run(self.writer.path), options=opts, span_s=self.span_s)
+        # a run cut short as over-saturated is summarised over what it measured: its schedule up to the cut
+        span_s = min(self.span_s, self.early_stop.t_s) if self.early_stop is not None else self.span_s
+        self.summary = summarise_run(Run(self.writer.path), options=opts, span_s=span_s)
         writer_cpu_s = float(self.parts_report.get("writer_cpu_s", 0.0))
         workers_cpu = ({str(k): v for k, v in sorted(self.master.cpu_by_worker.items())} if self.master is not None else {})
         self.writer.write_json("summary.json", summary_document(
-            self.summary, span_s=self.span_s, options=opts,
+            self.summary, span_s=span_s, options=opts,
             load_mode="closed-loop" if self.closed_loop else "open-loop", stopped=self.stop_requested, cancelled=self.cancelled,
             # client cost per token: CPU of this process (all users when workers == 0) while the load ran,
             # plus the part writer process's CPU for encoding and writing the records (its start-up excluded)

@@ -157,6 +157,7 @@ def test_a_hopeless_step_is_cut_short_and_marked(capsys, tmp_path):
     df = run.table("requests")
     assert (df["error_class"] == "not_sent").sum() > 9 * (60 - cut["t_s"]) / 2 and df["sent_ns"].max() / 1e9 < cut["t_s"] + 5
     assert any("stopped early" in n and "over-saturated" in n for n in run.manifest.notes)
+    assert res["summary"]["window_end_s"] == pytest.approx(cut["t_s"])  # its figures cover what it measured
     assert "## Stopped early: over-saturated" in Path(res["report_paths"][1]).read_text()
 
 
