@@ -31,6 +31,7 @@ REQUESTS: dict[str, str] = {
     "schedule_lag_s": F, "body_bytes": I, "body_reads": I, "ttft_from_written_s": F,
     "engine_prompt_ms": F, "engine_prompt_n": I, "engine_predicted_ms": F, "engine_predicted_n": I,
     "ttft_minus_engine_prompt_s": F, "engine_output_tokens_diff": I,
+    "reused_prefix_tokens": I, "cached_tokens_usage": I,
 }
 
 _MICRO_KINDS = {"f": F, "i": I, "O": S, "b": B}

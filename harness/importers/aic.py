@@ -201,7 +201,7 @@ def select(root: Path, system: str, engine: str, version: str | None = None) -> 
         have = sorted(set(gemm) | set(attn), key=_version_key, reverse=True)
         raise HarnessError(f"aiconfigurator import: {engine} {version} has no GEMM or attention table on {system}; "
                            f"it has {', '.join(have) or 'none'}.")
-    tables: dict[str, Path] = {}
+    files: dict[str, Path] = {}  # aiconfigurator's table name -> its parquet file
     for op, table in (("gemm", "gemm_perf"), ("attention", "context_attention_perf"),
                       ("attention", "generation_attention_perf"), ("moe", "moe_perf"),
                       ("comm", "custom_allreduce_perf")):
@@ -211,13 +211,13 @@ def select(root: Path, system: str, engine: str, version: str | None = None) -> 
         use = version if version in vs else vs[0]
         if use != version:
             notes.append(f"{table}: {engine} {version} has none on {system}; {engine} {use} read")
-        tables[table] = root / system / op / engine / use / f"{table}.parquet"
+        files[table] = root / system / op / engine / use / f"{table}.parquet"
     nccl = _versions(root, system, "comm", "nccl", "nccl_perf")
     if nccl:
         want = str((_system_yaml(root, system).get("misc") or {}).get("nccl_version") or "")
         use = want if want in nccl else nccl[0]
-        tables["nccl_perf"] = root / system / "comm" / "nccl" / use / "nccl_perf.parquet"
-    return Selection(system, engine, version, tables, tuple(notes))
+        files["nccl_perf"] = root / system / "comm" / "nccl" / use / "nccl_perf.parquet"
+    return Selection(system, engine, version, files, tuple(notes))
 
 
 # ---------------------------------------------------------------- reading the tables
