@@ -18,7 +18,7 @@ from harness.compare.stats import median_interval
 from harness.engines import http
 from harness.errors import HarnessError
 from harness.target.saturation import completion_rate, saturated_rates, saturation_window
-from harness.telemetry.proc import process_cpu_s
+from harness.telemetry.proc import ENGINE_CPU_SHARE_OK, busy_union_s, process_cpu_s  # noqa: F401 - busy_union_s re-exported
 
 @dataclass(frozen=True)
 class RequestCheck:
@@ -90,7 +90,7 @@ class CpuShare:
     A share under SHARE_OK marks the measurement as contended (a warning with the remedy, not a silent number).
     """
 
-    SHARE_OK = 0.85
+    SHARE_OK = ENGINE_CPU_SHARE_OK
 
     def __init__(self, pid: int | None, threads: int):
         self.pid, self.threads = pid, threads
@@ -575,21 +575,6 @@ def combine_repeats(ms: list[ServedMeasurement]) -> ServedMeasurement:
     return replace(ms[0], requests_total=sum(m.requests_total for m in ms), requests_ok=sum(m.requests_ok for m in ms),
                    errors_by_class=errors, engine_busy_s=sum(m.engine_busy_s for m in ms), engine_cpu_share=min(shares) if shares else None,
                    ttft_p50_interval_s=None, tpot_p50_interval_s=None, ttft_p50_interval_n=None, tpot_p50_interval_n=None, **med)
-
-
-def busy_union_s(intervals: list[tuple[float, float]]) -> float:
-    """Total length of the union of [start, end) intervals (seconds)."""
-    tot, cur_s, cur_e = 0.0, None, None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                tot += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        tot += cur_e - cur_s
-    return tot
 
 
 def saturated_rate(finished_s: list[float], chunk_s: Sequence[Sequence[float]] | None = None,

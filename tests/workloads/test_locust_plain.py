@@ -51,7 +51,7 @@ def test_headless_closed_loop(tmp_path, target):
     assert sorted(df["request_index"]) == list(range(15)) and set(df["error_class"]) == {"ok"}
     assert (df["output_tokens_chunks"] == 8).all()
     assert run.manifest.extra["load_mode"] == "closed-loop" and run.manifest.status == "complete"
-    assert "15 requests recorded" in out and "VALID" in out
+    assert "harness: 15 requests sent (15 ok, 0 failed)" in out and "VALID" in out
     # closed loop: each send is its own intended instant, at most 3 in flight at once
     assert (df["schedule_lag_s"].abs() < 0.05).all()
 
