@@ -96,7 +96,7 @@ class LoadConfig:
     manifest_extra: dict[str, Any] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)
     # a target process the harness launched on this host ({"pid": P, "threads": T}): its CPU is read over the run and its
-    # share of its cores judged as the loop judges it (harness.telemetry.proc.ENGINE_CPU_SHARE_OK)
+    # share of its cores judged as the loop judges it (harness.loop_records.stages.CONTENDED_SHARE)
     engine_process: dict[str, int] | None = None
     progress: bool = True
 

@@ -32,7 +32,8 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.served import Percentiles
-from harness.telemetry.proc import ENGINE_CPU_SHARE_OK, busy_union_s, engine_cpu_share
+from harness.loop_records.stages import CONTENDED_SHARE
+from harness.telemetry.proc import busy_union_s, engine_cpu_share
 from workloads.config import SummaryOptions
 from workloads.steady import METHOD as STEADY_METHOD
 from workloads.steady import completion_series, in_flight_series, in_flight_trend, rate_interval, steady_start
@@ -134,7 +135,7 @@ class LoadSummary:
     pool_ran_out_s: float | None = None  # a closed loop whose pool was used up before the run's end: when
     notes: list[str] = field(default_factory=list)  # what a reader needs beside the headline (not steady, pool ran out)
     # a launched engine's share of its cores while it had work (CPU s / (busy s × threads)); below
-    # ENGINE_CPU_SHARE_OK the run is contended and INVALID
+    # CONTENDED_SHARE the run is contended and INVALID
     engine_cpu_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -298,9 +299,9 @@ def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOption
     reasons = _invalid_reasons(o, span_s, w0, w1, empty_window, errors, n_total, n_tried, n_failed, err_frac, lag,
                                n_intended, n_sent, win, win_.pool_ran_out_s)
     cpu_share = _engine_cpu_share(df, engine_cpu) if n_total else None
-    if cpu_share is not None and cpu_share < ENGINE_CPU_SHARE_OK:
+    if cpu_share is not None and cpu_share < CONTENDED_SHARE:
         reasons.append(f"CONTENDED: the engine process (pid {engine_cpu.pid}) got {cpu_share:.0%} of its {engine_cpu.threads} "
-                       f"threads' cores while it had work (below {ENGINE_CPU_SHARE_OK:.0%}): other processes took the CPU, so "
+                       f"threads' cores while it had work (below {CONTENDED_SHARE:.0%}): other processes took the CPU, so "
                        "its latencies measure the host's load; rerun on an idle host")
     duration = float(last[is_ok].max()) if n_total and is_ok.any() else 0.0  # vLLM bench serve: t0 .. last completion
     ok_all = df[is_ok] if n_total else df

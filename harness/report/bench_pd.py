@@ -29,7 +29,8 @@ from harness.errors import HarnessError
 from harness.model import queueing
 from harness.outdir import writable_dir
 from harness.report.renderer import ReportOptions, RunSource
-from harness.target.prediction import PREDICTION_FILE, SIMULATED_LABEL, NoPrediction, TargetPrediction, prediction_rows
+from harness.served import MetricComparison, fmt_error_pct
+from harness.target.prediction import PREDICTION_FILE, SIMULATED_LABEL, NoPrediction, TargetPrediction, compare_prediction
 from harness.units import fmt_ms, fmt_num
 from workloads.preflight import SIMULATED_HEADER_NAME
 from workloads.headline import goodput_text, left_out_text, throughput_label, throughput_text, window_text
@@ -135,8 +136,7 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
     span = side.span_s
     closed = summary.load_mode == "closed-loop"
     w0, w1 = summary.window_start_s, summary.window_end_s
-    intended_s = ok["intended_ns"].to_numpy(dtype=float) / 1e9
-    in_win = ok[(intended_s >= w0) & (intended_s < w1)]  # the requests the table's latency figures cover
+    in_win = latency_sets(req, summary)["window"]  # the requests the table's latency figures cover
     figs: dict[str, str] = {}
 
     # latency distributions: the window's requests (the table's set), and every successful request beside them
@@ -198,7 +198,7 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
     fig, ax = plt.subplots(figsize=(13, 3.4))
     if metrics is not None and len(metrics):
         for role, style in (("all", {"lw": 5, "alpha": 0.35, "color": "C0"}), ("prefill", {"lw": 1.2, "color": "C1"}),
-                            ("decode", {"lw": 1.2, "color": "C2", "ls": "--"})):
+                            ("decode", {"lw": 1.2, "color": "C4", "ls": ":"})):
             q = metrics[(metrics["metric"] == "queue_depth") & (metrics["role"] == role)].sort_values("t_s")
             if len(q):
                 ax.plot(q["t_s"], q["value"], label=f"measured waiting ({role})", **style)
@@ -287,6 +287,10 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
                      f"p50 {_ms(cc.ttft_minus_engine_prompt_s.p50)}, p99 {_ms(cc.ttft_minus_engine_prompt_s.p99)}",
                      f"{cc.requests} requests with engine timings; engine prompt time p50 {_ms(cc.engine_prompt_s.p50)}; "
                      f"streamed vs engine-counted output tokens differ in {cc.output_tokens_diff_nonzero}"))
+    lag = _emulator_lag(emits)
+    if lag is not None:
+        rows.append(("emulator behind its own schedule (emit log)", f"p50 {_ms(lag[0])}, p99 {_ms(lag[1])}, max {_ms(lag[2])}",
+                     "a busy host delays the emulator's tokens; its latencies then include that delay"))
     if terr:
         rows.append(("client TTFT timing error vs target emit log", f"p50 {_ms(terr['p50_s'])}, p99 {_ms(terr['p99_s'])}, max {_ms(terr['max_s'])}",
                      f"{terr['count']} requests matched by response id"))
@@ -301,6 +305,10 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
 
     derived = [f"Note: {side.note}.", ""] if side.derived else []
     notes = [f"Note: {n}." for n in summary.notes]
+    if lag is not None and lag[1] > EMULATOR_LAG_NOTE_S:
+        notes.append(f"Note: the emulator ran {lag[1] * 1e3:.0f} ms (p99) behind its own schedule: the host was too busy to "
+                     "emulate the deployment in time, so the latencies and the window's steadiness describe the host's load "
+                     "as much as the deployment.")
     window_line = f"{window_text(summary)[0].upper()}{window_text(summary)[1:]} · {_count_line(summary)}"
     md = [f"# {title}", "", f"**{banner}**", "", f"Run: `{run.path}` · status {m.status} · {validity}", "", *derived,
           window_line, "", *(n for x in notes for n in (x, "")),
@@ -350,6 +358,25 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
     html_path = out / "report.html"
     html_path.write_text("".join(h))
     return [html_path, md_path]
+
+
+EMULATOR_LAG_NOTE_S = 0.05  # an emulator more than this late (p99) behind its own schedule is said beside the headline
+
+
+def _emulator_lag(emits: Any) -> tuple[float, float, float] | None:
+    """(p50, p99, max) seconds by which the embedded target emitted tokens after it had scheduled them."""
+    if emits is None or not len(emits) or "scheduled_ns" not in emits:
+        return None
+    lag = (emits["emit_ns"].to_numpy(dtype=float) - emits["scheduled_ns"].to_numpy(dtype=float)) / 1e9
+    return float(np.percentile(lag, 50)), float(np.percentile(lag, 99)), float(lag.max())
+
+
+def latency_sets(req: Any, summary: LoadSummary) -> dict[str, Any]:
+    """The successful requests the latency plots draw: "window" (sent in the summary's window: the table's set, the
+    same as workloads.summary.measured_requests) and "all" (the start-up and drain included)."""
+    ok = req[req["error_class"] == "ok"]
+    intended_s = ok["intended_ns"].to_numpy(dtype=float) / 1e9
+    return {"window": ok[(intended_s >= summary.window_start_s) & (intended_s < summary.window_end_s)], "all": ok}
 
 
 def _is_scenario_deployment(engine: dict[str, Any], m: Any) -> bool:
@@ -447,16 +474,21 @@ def twin_lines(prediction: dict[str, Any] | None, summary: LoadSummary) -> list[
         return [f"model: {NoPrediction().text()}"]
     pred = TargetPrediction.from_dict(prediction)
     parts = []
-    for r in prediction_rows(pred, summary):
+    for r in compare_prediction(pred, summary).rows:
         v = _ms(r.predicted) if r.unit == "s" else f"{_num(r.predicted, '.3f' if r.unit == 'req/s' else '.0f')} {r.unit}"
-        parts.append(f"{r.quantity} {v} (error {_err(r.error)})")
+        parts.append(f"{_LABELS[r.metric]} {v} (error {_err(r.error)})")
     return [f"model: {SIMULATED_LABEL} from {pred.source.kind} {pred.source.path}: " + "; ".join(parts),
             f"model: error = (predicted − measured) / measured; saturation capacity {_num(pred.capacity_requests_per_s, '.3f')} "
             "req/s (simulated)", *(f"model note: {n}" for n in pred.notes)]
 
 
 def _err(e: float | None) -> str:
-    return "n/a" if e is None else f"{e * 100:+.1f}%"
+    return "n/a" if e is None else fmt_error_pct(e)
+
+
+# how this report names each figure of the twin's comparison (harness.target.prediction.PREDICTION_METRICS)
+_LABELS = {"request_throughput_per_s": "request throughput, steady state (window)", "output_tokens_per_s": "output tokens/s (window)",
+           "ttft_p50_s": "TTFT p50", "ttft_p90_s": "TTFT p90", "tpot_p50_s": "TPOT p50", "e2e_p50_s": "E2E p50"}
 
 
 # rows of the main table whose model cell is a figure of the target (the others carry definitions: SLOs, intended rate)
@@ -472,7 +504,7 @@ def _real_target_cell(label: str, plan_cell: str, pred: TargetPrediction | None,
         return plan_cell
     if pred is None:
         return NoPrediction().text() if label == _FIGURE_ROWS[0] else "—"
-    r = {row.quantity: row for row in prediction_rows(pred, summary)}
+    r: dict[str, MetricComparison] = {row.metric: row for row in compare_prediction(pred, summary).rows}
 
     def fig(q: str, unit: str = "") -> str:
         row = r[q]
@@ -480,12 +512,12 @@ def _real_target_cell(label: str, plan_cell: str, pred: TargetPrediction | None,
         return f"{v}{unit} (error {_err(row.error)})"
 
     cells = {
-        _FIGURE_ROWS[0]: f"{fig('request throughput, steady state (window)', ' req/s')}; saturation capacity "
+        _FIGURE_ROWS[0]: f"{fig('request_throughput_per_s', ' req/s')}; saturation capacity "
                          f"{_num(pred.capacity_requests_per_s, '.3f')} req/s at arrival {_num(pred.rate_per_s, '.3f')} req/s",
-        "output tokens/s": fig("output tokens/s (window)"),
-        "TTFT p50 / p99": f"p50 {fig('TTFT p50')}; p90 {fig('TTFT p90')} against the measured p90 {_ms(r['TTFT p90'].measured)}",
-        "TPOT p50 / p99": f"p50 {fig('TPOT p50')}",
-        "E2E p50 / p99": f"p50 {fig('E2E p50')}",
+        "output tokens/s": fig("output_tokens_per_s"),
+        "TTFT p50 / p99": f"p50 {fig('ttft_p50_s')}; p90 {fig('ttft_p90_s')} against the measured p90 {_ms(r['ttft_p90_s'].measured)}",
+        "TPOT p50 / p99": f"p50 {fig('tpot_p50_s')}",
+        "E2E p50 / p99": f"p50 {fig('e2e_p50_s')}",
     }
     return cells.get(label, "—")
 
@@ -493,9 +525,9 @@ def _real_target_cell(label: str, plan_cell: str, pred: TargetPrediction | None,
 def _twin_section(pred: TargetPrediction, summary: LoadSummary) -> list[tuple[str, list[str], list[list[str]]]]:
     src = pred.source
     table = [["quantity", SIMULATED_LABEL, "measured", "error (predicted − measured) / measured"]]
-    for r in prediction_rows(pred, summary):
+    for r in compare_prediction(pred, summary).rows:
         f = (lambda v: _ms(v)) if r.unit == "s" else (lambda v, u=r.unit: f"{_num(v, '.3f' if u == 'req/s' else '.0f')} {u}")
-        table.append([r.quantity, f(r.predicted), f(r.measured), _err(r.error)])
+        table.append([_LABELS[r.metric], f(r.predicted), f(r.measured), _err(r.error)])
     table.append(["saturation capacity", f"{_num(pred.capacity_requests_per_s, '.3f')} req/s, "
                   f"{_num(pred.capacity_output_tokens_per_s, '.0f')} output tokens/s", "not measured by this run", ""])
     paras = [f"SIMULATED: the twin ran this run's workload ({pred.requests} requests, arrival {pred.rate_per_s:.3f} req/s, "

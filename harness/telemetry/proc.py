@@ -10,7 +10,8 @@ a client has read every byte) and offered to the CPU engine loop (`process_cpu_s
 * `/proc/net/tcp`: `parse_proc_net_tcp`, `socket_queues` (Send-Q + Recv-Q as `ss -tn` shows them).
 * `/proc/stat`: `parse_cpu_line`, `busy_pct`, `wait_quiet` (wait for a quiet machine before a measurement).
 * an engine's CPU share while it had work: `busy_union_s` (the union of its requests' [send, last byte]),
-  `engine_cpu_share` (CPU seconds / (busy seconds × threads)), judged against ENGINE_CPU_SHARE_OK (the loop, bench-pd).
+  `engine_cpu_share` (CPU seconds / (busy seconds × threads)), judged against harness.loop_records.stages.CONTENDED_SHARE
+  (the loop, bench-pd).
 """
 
 from __future__ import annotations
@@ -150,11 +151,6 @@ def process_cpu_s(pid: int | None, proc: str = "/proc") -> float | None:
             return parse_proc_stat(fh.read()).own_ticks / CLK_TCK
     except (OSError, ValueError):
         return None
-
-
-# An engine process whose threads got less than this share of their cores while it had work was contended: llama.cpp's
-# threads meet at a barrier every operation, so one descheduled thread stalls the whole step (harness.loop, bench-pd).
-ENGINE_CPU_SHARE_OK = 0.85
 
 
 def busy_union_s(intervals: Iterable[tuple[float, float]]) -> float:
