@@ -198,6 +198,7 @@ class _Window:
     state: Any = None  # the series whose settling starts the window: in flight (open loop), completions/s (closed)
     state_name: str = "requests in flight"
     pool_ran_out_s: float | None = None
+    too_few: bool = False  # too few completions to measure where the run settled: steadiness not claimed
 
 
 def _ended_s(df: Any) -> np.ndarray:
@@ -233,10 +234,14 @@ def _choose_window(df: Any, span_s: float, o: SummaryOptions) -> _Window:
     steady_at = None if st is None else st.start_s
     ok_done = df["last_byte_ns"].to_numpy(dtype=float)[(df["error_class"] == "ok").to_numpy()] / 1e9
     kept = int(((ok_done >= (steady_at or 0.0)) & (ok_done < w1)).sum())
-    if steady_at and kept < MIN_WINDOW_COMPLETIONS:
-        steady_at = 0.0  # too few completions after it to tell a start-up from the run's own spread: nothing to cut
+    too_few = bool(steady_at) and kept < MIN_WINDOW_COMPLETIONS
+    if too_few:  # too few completions after it to tell a start-up from the run's own spread: nothing cut, nothing claimed
+        steady_at = None
     if o.warmup_auto:
-        if steady_at is None:
+        if too_few:
+            basis = (f"the whole schedule from {w0:g} s: {kept} completions follow where the {what} seem to settle, too few "
+                     f"(< {MIN_WINDOW_COMPLETIONS}) to measure a start")
+        elif steady_at is None:
             basis = (f"measured: the {what} never settled before {w1:g} s ({STEADY_METHOD} {what}), so the window is "
                      f"the whole schedule from {w0:g} s")
         else:
@@ -244,7 +249,8 @@ def _choose_window(df: Any, span_s: float, o: SummaryOptions) -> _Window:
             basis = f"measured: the {what} settled at {steady_at:.1f} s ({STEADY_METHOD} {what})"
     else:
         basis = o.warmup_source or f"--warmup-s {w0:g}"
-    return _Window(w0, max(w0, w1), basis, steady_at, series, state=state, state_name=what, pool_ran_out_s=pool_out)
+    return _Window(w0, max(w0, w1), basis, steady_at, series, state=state, state_name=what, pool_ran_out_s=pool_out,
+                   too_few=too_few)
 
 
 def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOptions(),
@@ -314,7 +320,9 @@ def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOption
     late = win_.steady_start_s
     thr_settled = (float((done_in & (last >= late)).sum()) / max(w1 - late, 1e-9)
                    if late is not None and w0 < late < w1 else None)  # the window's throughput from where it settled
-    steady, notes = _steadiness(win_, throughput, n_intended / win, trend, thr_settled, bool(done_in.any()))
+    mid = (w0 + w1) / 2
+    halves = (int((done_in & (last < mid)).sum()), int((done_in & (last >= mid)).sum()))
+    steady, notes = _steadiness(win_, throughput, n_intended / win, trend, thr_settled, bool(done_in.any()), halves)
     if cut.any():
         notes.append(f"{int(cut.sum())} requests were in flight when the run's time ended (run_ended): they are left out of "
                      "every figure and are not failures")
@@ -434,7 +442,7 @@ def _empty_window_note(df: Any, is_ok: np.ndarray, last: np.ndarray, w0: float, 
 
 
 def _steadiness(w: _Window, throughput: float, offered: float, trend: float | None, thr_settled: float | None,
-                completed: bool) -> tuple[bool | None, list[str]]:
+                completed: bool, halves: tuple[int, int]) -> tuple[bool | None, list[str]]:
     """Whether the window is steady — the requests in flight hold level in it (drift within STEADY_TREND_FRACTION of its
     rate), and it opens where they had settled or so near it that its throughput moves by less than that share — and
     the notes a reader needs beside the headline."""
@@ -444,11 +452,20 @@ def _steadiness(w: _Window, throughput: float, offered: float, trend: float | No
                      "there (the users held their concurrency only while it lasted); give a larger --num-requests")
     if w.in_flight is None or not completed:
         return None, notes
+    if w.too_few:
+        notes.append(f"too few completions to tell where the run settled (fewer than {MIN_WINDOW_COMPLETIONS} after it): the "
+                     "window is not claimed steady; measure a longer run")
+        return None, notes
     scale = max(throughput, offered, 1e-9)
     settled = w.steady_start_s is not None and (
         w.steady_start_s <= w.start_s + 1e-9 or thr_settled is None
         or abs(throughput - thr_settled) <= STEADY_TREND_FRACTION * scale)
     level = trend is None or abs(trend) <= STEADY_TREND_FRACTION * scale
+    n1, n2 = halves
+    even = abs(n1 - n2) <= max(STEADY_TREND_FRACTION * (n1 + n2), 2.0 * math.sqrt(n1 + n2))  # Poisson spread of the difference
+    if level and not even:
+        notes.append(f"not steady: {n1} completions in the window's first half against {n2} in its second (more than their "
+                     "counting spread): the rate changed inside it; measure a longer run or move the window")
     if not level:
         way = ("fell: the target was still working off a backlog, so the window's throughput is above what was offered; "
                "measure a longer run" if trend < 0 else
@@ -462,7 +479,7 @@ def _steadiness(w: _Window, throughput: float, offered: float, trend: float | No
     elif not settled:
         notes.append(f"the {w.state_name} never settled before {w.end_s:g} s ({STEADY_METHOD} {w.state_name}); the run may be "
                      "too short")
-    return bool(level and settled), notes
+    return bool(level and settled and even), notes
 
 
 def _engine_crosscheck(ok: Any) -> EngineCrosscheck | None:

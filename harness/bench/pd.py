@@ -134,7 +134,8 @@ class BenchPdResult:
     target: str  # "simulated (embedded)" or the URL
     prediction: dict[str, Any] | None = None  # a real target's twin prediction (harness.target.prediction), simulated
     simulated: bool = False  # the embedded emulator, or a target that said so (X-Harness-Simulated: true)
-    embedded: bool = False  # the scenario's deployment emulated here: the plan is its prediction
+    embedded: bool = False  # the scenario's deployment emulated here
+    plan_predicts: bool = False  # the target emulates the run's scenario: its plan is the prediction (no twin lines)
 
     @property
     def valid(self) -> bool:
@@ -268,7 +269,10 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
 
         paths = [str(p) for p in render(run, Path(opts.report_dir) / run.manifest.run_id)]
     summary = read_summary(run).load
-    return BenchPdResult(str(run_dir), paths, summary, target.label, prediction, target.simulated, target.process is not None)
+    from harness.report.bench_pd import plan_describes_target
+
+    return BenchPdResult(str(run_dir), paths, summary, target.label, prediction, target.simulated, target.process is not None,
+                         plan_describes_target(target.engine, s.name))
 
 
 def twin_window(twin: Any, artifact_path: str | Path, opts: BenchPdOptions) -> BenchPdOptions:

@@ -158,7 +158,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"report: {p}")
     for line in headline_lines(res.summary, opts.load_mode):
         print(line)
-    if not res.embedded:
+    if not res.plan_predicts:
         from harness.report.bench_pd import twin_lines
 
         for line in twin_lines(res.prediction, res.summary):

@@ -128,7 +128,7 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
     plan_facts = _model_facts(plan, engine)
     # the plan predicts the target only when the target is the scenario's emulated deployment; for any other target
     # (real, or a simulated one of another deployment) the scenario's GPU plan predicts nothing (its own section below)
-    plan_predicts = simulated and _is_scenario_deployment(engine, m)
+    plan_predicts = plan_describes_target(engine, m.extra.get("scenario"))
     facts = plan_facts if plan_predicts else {}
     pred = None if plan_predicts else _prediction(run)
     startup_s = float(engine.get("startup_s", facts.get("startup", {}).get("startup_s", 0.0)) or 0.0) if plan_predicts else 0.0
@@ -296,15 +296,19 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
                      f"{terr['count']} requests matched by response id"))
     validity = "VALID" if summary.valid else "INVALID: " + "; ".join(summary.invalid_reasons)
     validity = f"{m.extra.get('load_mode_label') or summary.load_mode} · {validity}"  # closed-loop runs say so wherever shown
-    banner = _banner(m, engine, pred)
+    banner = _banner(m, engine, pred, plan_predicts)
     if not plan_predicts:
         rows = [(a, b, _real_target_cell(a, c, pred, summary)) for a, b, c in rows]
-    model_header = "model (Chapter 9)" if plan_predicts else (SIMULATED_LABEL if pred else NoPrediction.reason)
+    notes = [f"Note: {n}." for n in summary.notes]
+    shape = _shape_mismatch(plan, m)
+    if plan_predicts and shape:
+        notes.append(f"Note: the model column is the scenario's plan for its {shape[0]} requests; this run sent {shape[1]}, so "
+                     "its figures are not this run's prediction.")
+    model_header = (f"model (Chapter 9, for {shape[0]} requests, not this run's)" if shape else "model (Chapter 9)") if plan_predicts else (SIMULATED_LABEL if pred else NoPrediction.reason)
     sections = [] if plan_predicts else [*(_twin_section(pred, summary) if pred else []), *_scenario_plan_section(plan_facts, m)]
     title = _title(m)
 
     derived = [f"Note: {side.note}.", ""] if side.derived else []
-    notes = [f"Note: {n}." for n in summary.notes]
     if lag is not None and lag[1] > EMULATOR_LAG_NOTE_S:
         notes.append(f"Note: the emulator ran {lag[1] * 1e3:.0f} ms (p99) behind its own schedule: the host was too busy to "
                      "emulate the deployment in time, so the latencies and the window's steadiness describe the host's load "
@@ -371,6 +375,19 @@ def _emulator_lag(emits: Any) -> tuple[float, float, float] | None:
     return float(np.percentile(lag, 50)), float(np.percentile(lag, 99)), float(lag.max())
 
 
+def _shape_mismatch(plan: dict[str, Any] | None, m: Any) -> tuple[str, str] | None:
+    """("8192/1025-token", "256/32-token") when the run's mean request differs from the scenario's the plan is for."""
+    wl = (plan or {}).get("workload") or {}
+    run_wl = m.extra.get("workload") or {}
+    want = (wl.get("input_tokens"), wl.get("output_tokens"))
+    got = (run_wl.get("prompt_tokens_mean"), run_wl.get("max_tokens_mean"))
+    if None in want or None in got:
+        return None
+    if all(abs(float(g) - float(w)) <= 0.01 * float(w) for g, w in zip(got, want)):
+        return None
+    return f"{want[0]:.0f}/{want[1]:.0f}-token", f"{got[0]:.0f}/{got[1]:.0f}-token"
+
+
 def latency_sets(req: Any, summary: LoadSummary) -> dict[str, Any]:
     """The successful requests the latency plots draw: "window" (sent in the summary's window: the table's set, the
     same as workloads.summary.measured_requests) and "all" (the start-up and drain included)."""
@@ -379,15 +396,16 @@ def latency_sets(req: Any, summary: LoadSummary) -> dict[str, Any]:
     return {"window": ok[(intended_s >= summary.window_start_s) & (intended_s < summary.window_end_s)], "all": ok}
 
 
-def _is_scenario_deployment(engine: dict[str, Any], m: Any) -> bool:
-    """The target emulates this run's scenario: the embedded target, or one reached by URL whose /harness/info says so."""
+def plan_describes_target(engine: dict[str, Any], scenario: str | None) -> bool:
+    """The target emulates the run's scenario, so the scenario's plan is its prediction: the embedded target, or one
+    reached by URL whose /harness/info says it emulates that scenario."""
     if engine.get("name") == "harness-simulated":
         return True
     info = engine.get("info") or {}
-    return info.get("profile") == "scenario" and info.get("scenario") == m.extra.get("scenario")
+    return bool(engine.get("simulated")) and info.get("profile") == "scenario" and info.get("scenario") == scenario
 
 
-def _banner(m: Any, engine: dict[str, Any], pred: TargetPrediction | None) -> str:
+def _banner(m: Any, engine: dict[str, Any], pred: TargetPrediction | None, plan_predicts: bool) -> str:
     if engine.get("name") == "harness-simulated":
         return ("SIMULATED: the target is the harness's embedded emulator (harness.target); its timings come from the "
                 "Chapter 9 model, not from a GPU.")
@@ -402,6 +420,8 @@ def _banner(m: Any, engine: dict[str, Any], pred: TargetPrediction | None) -> st
         out = f"SIMULATED: the run's engine record ({engine.get('name', '?')}) says its timings are simulated, not measured."
     else:
         out = f"Target: {url}"
+    if plan_predicts:
+        return out + " It emulates the run's scenario, so the model column is the scenario's plan."
     return out + (f" — the model column is its digital twin's prediction (SIMULATED, made before the run from "
                   f"{pred.source.path})" if pred else " — no prediction for this target (see the model column)")
 

@@ -103,3 +103,22 @@ def test_rate_interval_batch_means():
     iv = rate_interval(t, 0.0, 10.0)
     assert iv.low_per_s == pytest.approx(10.0) and iv.high_per_s == pytest.approx(10.0) and iv.batches == 10
     assert rate_interval(t[:5], 0.0, 10.0) is None
+
+
+def test_a_closed_loop_that_waited_out_a_startup_is_not_called_steady():
+    """Plain Locust, 4 users for 15 s against a target with a 10 s startup: nothing completes for 10 s, then waves of 4.
+    Too few completions follow to measure where it settled, and the window's halves say the rate changed inside it."""
+    rows = []
+    for k in range(8):  # 8 waves of 4 completions, 0.48 s apart, from 10.5 s
+        for u in range(4):
+            i, done = 4 * k + u, 10.5 + 0.48 * k
+            sent = 0.0 if k == 0 else done - 0.48
+            rows.append({"request_index": i, "intended_ns": int(sent * 1e9), "sent_ns": int(sent * 1e9),
+                         "last_byte_ns": int(done * 1e9), "chunk_ns": [int((done - 0.1) * 1e9), int(done * 1e9)],
+                         "error_class": "ok", "ttft_s": done - sent - 0.1, "ttft_from_intended_s": done - sent - 0.1,
+                         "tpot_s": 0.1, "e2e_s": done - sent, "e2e_from_intended_s": done - sent, "schedule_lag_s": 0.0,
+                         "output_tokens_usage": 2, "output_tokens_chunks": 2, "token_count_mismatch": False,
+                         "usage_missing": False})
+    s = summarise(pd.DataFrame(rows), span_s=15.0, options=SummaryOptions(closed_loop=True, warmup_auto=True))
+    assert s.steady is not True
+    assert any("first half" in n or "too few completions" in n for n in s.notes), s.notes
