@@ -274,6 +274,8 @@ class Coordinator:
         self.writer.write_json("summary.json", summary_document(
             self.summary, span_s=self.span_s, options=opts,
             load_mode="closed-loop" if self.closed_loop else "open-loop", stopped=self.stop_requested, cancelled=self.cancelled,
+            # a simulated target (the embedded one, or one that said so: X-Harness-Simulated) is said here too
+            simulated=bool(self.cfg.engine.get("simulated")),
             # client cost per token: CPU of this process (all users when workers == 0) while the load ran,
             # plus the part writer process's CPU for encoding and writing the records (its start-up excluded)
             client_process={"cpu_s": self.client_cpu_s + writer_cpu_s, "load_process_cpu_s": self.client_cpu_s,

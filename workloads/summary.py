@@ -1,19 +1,25 @@
 """Summary of a load run from its per-request records: windowed throughput, latency percentiles, goodput, validity.
 
-The measurement window is [warmup_s, span_s − cooldown_s) of the schedule; requests whose intended
-send falls in it are measured. Throughput counts content events (and completed requests) whose
-arrival falls in the window. Goodput counts, on the same basis as request throughput, completions in
-the window that succeeded and met every SLO given (TTFT and E2E from the intended send, TPOT);
-goodput_fraction is the share of measured requests that did. The run is invalid when the client fell behind
-its own schedule (p99 send lag above max_lag_p99_s, or fewer sends in the window than intended by more
-than max_send_shortfall), when more than max_error_fraction of the sent requests failed, or when the
-window is empty.
+The measurement window is [start, span_s − cooldown_s) of the schedule. Its start is warmup_s, or with
+warmup_auto where the run's state settled (workloads.steady: MSER-5 on the requests in flight, or a closed
+loop's completions per second), at warmup_s at the earliest. Requests whose intended send falls in the window
+are measured: the latency percentiles cover those that succeeded. Every rate counts what ended inside the
+window: throughput the successful completions (and content events) in it ÷ its length, goodput those
+completions that met every SLO given (TTFT and E2E from the intended send, TPOT), goodput_fraction the share of
+every request that ended in it (completed or failed) that did — one set, so goodput ≤ throughput. The window is
+`steady` when the requests in flight hold level in it (Little's law: their drift is what the throughput carries
+above the arrivals), it opens where they settled, and its halves hold as many completions within counting
+spread; otherwise `notes` say why. The run is invalid when the client fell behind its own schedule (p99 send lag
+above max_lag_p99_s, or fewer sends in the window than intended by more than max_send_shortfall), when more than
+max_error_fraction of the sent requests failed (not_sent and run_ended are not failures), when nothing was sent,
+when the window is empty, or when a target process the harness launched got less than the loop's CONTENDED_SHARE
+of its cores.
 
-Two throughput headlines, labelled, side by side: `request_throughput_per_s` (steady state: completions
-inside the window ÷ the window) and `request_throughput_incl_drain_per_s` (vLLM `bench serve`'s
-definition: every successful completion ÷ the run's duration from t0 to the last completion, so the
-startup backlog and the drain are inside it). When no completion lands in the window, `window_note` says
-why instead of a bare 0.
+Two throughput headlines, labelled, side by side: `request_throughput_per_s` (the window, with its 95 %
+batch-means interval) and `request_throughput_incl_drain_per_s` (vLLM `bench serve`'s definition: every
+successful completion ÷ the run's duration from t0 to the last completion, so the startup backlog and the drain
+are inside it). When no completion lands in the window, `window_note` says the cause the run shows instead of a
+bare 0.
 
 `summarise_run` summarises a stored run from its stored requests table (what the load process does at the
 end of a run, so a killed or imported run summarises the same way); `read_summary` reads the versioned
