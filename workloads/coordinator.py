@@ -61,7 +61,7 @@ class Coordinator:
 
     def __init__(self, cfg: LoadConfig):
         from harness.records import new_manifest
-        from harness.store import RunWriter
+        from harness.store import RunWriter, check_free_space, estimate_load_run_bytes
         from workloads.artifact import load_artifact
 
         self.cfg = cfg
@@ -80,6 +80,8 @@ class Coordinator:
                                "t0 crosses hosts on the wall clock, corrected by clock_offsets"})
         manifest = new_manifest("load", run_id=cfg.run_id, seeds={"workload": int(self.artifact.meta.get("seed", 0))},
                                 engine=cfg.engine, extra=extra, command_line=command_line)
+        check_free_space(cfg.results_dir, estimate_load_run_bytes(  # refuse, with the numbers, before anything is written
+            len(self.items), sum(int(r["max_tokens"]) for r in self.artifact.rows), Path(cfg.artifact_path).stat().st_size))
         self.writer = RunWriter(manifest, cfg.results_dir)
         self.buffer: list[dict[str, Any]] = []
         self.seen: set[int] = set()
@@ -149,10 +151,8 @@ class Coordinator:
         from harness.store_process import AppendProcess
 
         self.writer.append("workload", self.artifact.table_rows())
-        import shutil
-
         # the artifact itself (prompts included), so `--workload RUN/workload-artifact.parquet` replays this run exactly
-        shutil.copyfile(self.cfg.artifact_path, self.writer.path / ARTIFACT_FILE)
+        self.writer.copy_file(self.cfg.artifact_path, ARTIFACT_FILE)
         if self.cfg.plan_path:
             self.writer.write_json("plan.json", json.loads(Path(self.cfg.plan_path).read_text()))
         for name, path in self.cfg.sidecars.items():  # e.g. prediction.json: the twin's prediction, made before the run
@@ -257,6 +257,8 @@ class Coordinator:
         self.add(rows)
         self.flush()
         self._close_parts()
+        if self.writer.rescue is not None:  # the disk filled: the run failed; say what was kept where
+            raise self.writer.disk_full_error()
         self._fetch_emit_log()
         from harness.store import Run
         from workloads.summary import summarise_run, summary_document

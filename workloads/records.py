@@ -21,17 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.table_schemas import REQUESTS
+
 ERROR_DETAIL_MAX_CHARS = 300  # stored error details are cut to this, after any secret in them was masked
 
-RECORD_COLUMNS = (
-    "request_index", "session_id", "turn", "worker_index", "api", "intended_ns", "sent_ns", "written_ns", "first_byte_ns",
-    "first_token_ns", "last_byte_ns", "chunk_ns", "status", "error_class", "error_detail", "prompt_tokens_target",
-    "max_tokens", "prompt_tokens_usage", "output_tokens_usage", "output_tokens_chunks", "token_count_mismatch",
-    "usage_missing", "finish_reason", "response_id", "ttft_s", "ttft_from_intended_s", "e2e_s", "e2e_from_intended_s",
-    "tpot_s", "itl_mean_s", "schedule_lag_s", "body_bytes", "body_reads", "ttft_from_written_s",
-    "engine_prompt_ms", "engine_prompt_n", "engine_predicted_ms", "engine_predicted_n",
-    "ttft_minus_engine_prompt_s", "engine_output_tokens_diff",
-)
+# the columns in order; their types are declared with the stored table (harness.table_schemas.REQUESTS)
+RECORD_COLUMNS = tuple(REQUESTS)
 
 
 def _num(d: dict | None, key: str) -> float | None:
