@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--rate", type=lambda t: t.strip() or None, default=None, help="arrival rate in requests/s (default: the scenario's arrival_rate_per_s); a list 1,2,4,8 runs "
                                    "a series into one run group; 'auto' searches the highest rate meeting the SLOs (docs/loadgen.md)")
     a("--concurrency", type=int, default=None, help="closed loop: N users, each sending when its previous request ended (instead of --rate)")
-    a("--num-requests", type=int, default=None, help="closed loop: the pool of requests (default 32 per user, at most 4096)")
+    a("--num-requests", type=int, default=None, help="closed loop: the pool of requests (default: enough for the users to keep "
+      "sending for --duration-s, from one request's time alone; docs/loadgen.md)")
     a("--schedule", default="constant", choices=["constant", "poisson", "gamma"], help="arrival process (default constant, as the §9.6.1 fluid model; gamma: cv 2, bursty)")
     a("--mix", default="scenario", help="request mix: scenario, reasoning, prefix-6144, short-output, mix-1025-4097, multi-turn, startup-burst")
     a("--workload", default=None, help="replay this workload artifact (.parquet) instead of building one")
