@@ -6,8 +6,8 @@ SCENARIO ?= workloads/scenarios/ch9-hetero-pd.toml
 TARGET ?=
 PREFILL_METRICS ?=
 DECODE_METRICS ?=
-DURATION ?= 90
-WARMUP ?= 30
+DURATION ?= 240
+WARMUP ?= auto
 RATE ?=
 MODEL_NAME ?=
 # bench-pd against a real target: its digital twin predicts the run (a twin.json of `harness loop cpu`, or a

@@ -49,6 +49,9 @@ class SummaryOptions:
     max_send_shortfall: float = 0.05  # ... or that sent < 95% of the requests its window intended
     max_error_fraction: float = 0.5  # ... or where more than this share of the measured requests failed
     closed_loop: bool = False  # closed-loop run: no schedule to keep, unsent requests are the pool's unused rest
+    # the window starts where the run's requests in flight settled (workloads.steady), at warmup_s at the earliest
+    warmup_auto: bool = False
+    warmup_source: str = ""  # where a fixed warmup_s came from, said with the window (e.g. a twin's predicted steady start)
 
     def __post_init__(self) -> None:
         for f in ("warmup_s", "cooldown_s"):
@@ -102,6 +105,9 @@ class LoadConfig:
     summary: SummaryOptions = field(default_factory=SummaryOptions)
     manifest_extra: dict[str, Any] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)
+    # a target process the harness launched on this host ({"pid": P, "threads": T}): its CPU is read over the run and its
+    # share of its cores judged as the loop judges it (harness.loop_records.stages.CONTENDED_SHARE)
+    engine_process: dict[str, int] | None = None
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -140,6 +146,11 @@ class LoadConfig:
         if not isinstance(self.master_bind_host, str) or not self.master_bind_host:
             raise HarnessError(f"load config master_bind_host must be an address such as 0.0.0.0 or 10.0.0.5, got {self.master_bind_host!r}.")
         _num("worker_wait_s", self.worker_wait_s, 0.0, strict=True)
+        if self.engine_process is not None:
+            ep = self.engine_process
+            if (not isinstance(ep, dict) or set(ep) != {"pid", "threads"}
+                    or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in ep.values())):
+                raise HarnessError(f"load config engine_process must be {{pid, threads}} (integers >= 1), got {ep!r}.")
         for name, path in self.sidecars.items():
             if (not isinstance(name, str) or not name.endswith(".json") or "/" in name or "\\" in name or name.startswith(".")
                     or name in RESERVED_SIDECARS):

@@ -26,7 +26,9 @@ import gevent
 from harness.errors import HarnessError
 from workloads.clock import wall_ns
 from workloads.config import LoadConfig
+from harness.telemetry.proc import process_cpu_s
 from workloads.records import mask_then_cut, missing_record
+from workloads.summary import EngineCpu
 
 FLUSH_EVERY_S = 2.0
 ARTIFACT_FILE = "workload-artifact.parquet"
@@ -34,12 +36,17 @@ WORKER_SETUP_TIMEOUT_S = 60.0
 RECENT_TTFT_N = 1000  # the running TTFT p50 of the progress line is over the last this many successes
 
 
-def configure_user(cfg: LoadConfig) -> None:
-    from workloads.locustfile import OpenAIStreamUser
+def configure_user(cfg: LoadConfig, classes: Any = None) -> None:
+    """Set host and timeouts on the user classes Locust runs (`classes`: the environment's; Locust imports the
+    locustfile by path, a module apart from workloads.locustfile)."""
+    if not classes:
+        from workloads.locustfile import OpenAIStreamUser
 
-    OpenAIStreamUser.host = cfg.target_url
-    OpenAIStreamUser.network_timeout = cfg.request_timeout_s
-    OpenAIStreamUser.connection_timeout = min(30.0, cfg.request_timeout_s)
+        classes = [OpenAIStreamUser]
+    for user in classes:
+        user.host = cfg.target_url
+        user.network_timeout = cfg.request_timeout_s
+        user.connection_timeout = min(30.0, cfg.request_timeout_s)
 
 
 def _fetch_json(url: str, timeout_s: float = 30.0) -> Any:
@@ -80,7 +87,8 @@ class Coordinator:
         self.seen: set[int] = set()
         self.t0_ns = 0
         self.t0_unix_ns = 0
-        self.stop_requested: str | None = None
+        self.stop_requested: str | None = None  # an interruption (signal, web UI): the run is marked failed
+        self.ending: str | None = None  # the planned end came with requests in flight (Locust's run time): `run_ended`
         self.client_cpu_s = self.load_wall_s = 0.0
         self.parts: Any = None
         self.parts_report: dict[str, Any] = {}
@@ -105,6 +113,7 @@ class Coordinator:
         self._cpu0 = self._wall0 = 0.0
         self.finished = False
         self.summary: Any = None
+        self._engine_cpu0: float | None = None
 
     # --- records in, parts out -----------------------------------------------------------------------------------
     def add(self, rows: list[dict[str, Any]]) -> None:
@@ -193,9 +202,16 @@ class Coordinator:
         if cfg.profile:
             self.profiling = gevent.spawn(self._profile_window)
         self._cpu0, self._wall0 = time.process_time(), time.perf_counter()
+        if cfg.engine_process is not None:  # the launched engine's CPU over the run (harness.telemetry.proc)
+            self._engine_cpu0 = process_cpu_s(cfg.engine_process["pid"])
 
     def done(self) -> bool:
-        return len(self.seen) >= len(self.items)
+        """Every request has a record; or a closed loop's send window is over and every request sent has one (the
+        pool's unused rest is recorded as not_sent by finish)."""
+        if len(self.seen) >= len(self.items):
+            return True
+        return (self.closed_loop and self.t0_ns > 0 and perf_counter_ns() >= self.t0_ns + int(self.span_s * 1e9)
+                and self.sent <= len(self.seen))
 
     def wait(self) -> None:
         """Collect records until every request has one, the deadline passes, or a stop is requested."""
@@ -230,14 +246,15 @@ class Coordinator:
                                     notes=[*self.writer.manifest.notes, f"stopped early at {v.t_s:.1f} s: over-saturated: {v.reason}"])
         return True
 
-    def cancel_in_flight(self, reason: str) -> list[int]:
-        """Record every request in flight as cancelled (here, or on every worker); returns workers that did not answer."""
+    def cancel_in_flight(self, reason: str, error_class: str = "cancelled") -> list[int]:
+        """Record every request in flight as cancelled (here, or on every worker); returns workers that did not answer.
+        `error_class` "run_ended": they were in flight when the run's planned time ended (not failures)."""
         if self.state is not None:
-            self.state.cancel_in_flight(f"cancelled: {reason}")
+            self.state.cancel_in_flight(f"{error_class}: {reason}", error_class)
             self.add(self.state.drain())
             return []
         if self.master is not None and self.master.ready:
-            return self.master.stop_workers(reason)
+            return self.master.stop_workers(reason, error_class=error_class)
         return []
 
     def finish(self) -> Any:
@@ -247,8 +264,10 @@ class Coordinator:
         self.finished = True
         self.client_cpu_s, self.load_wall_s = time.process_time() - self._cpu0, time.perf_counter() - self._wall0
         if not self.done():
-            why = self.stop_requested or ("over-saturated (the step was cut short)" if self.early_stop else "the run's deadline passed")
-            silent = self.cancel_in_flight(why)
+            why = self.stop_requested or ("over-saturated (the step was cut short)" if self.early_stop else None) \
+                or self.ending or "the run's deadline passed"
+            silent = self.cancel_in_flight(why, error_class="run_ended" if self.ending and not (self.stop_requested or self.early_stop)
+                                           else "cancelled")
             if silent:
                 self.writer.update_manifest(notes=[*self.writer.manifest.notes,
                                                    f"workers {silent} sent no final records; their requests in flight are 'lost'"])
@@ -279,6 +298,11 @@ class Coordinator:
 
         opts = self._summary_options()
         # from the stored table, not the records in memory: a killed or imported run summarises the same way
+        if self.cfg.engine_process is not None:
+            c1 = process_cpu_s(self.cfg.engine_process["pid"])
+            used = None if c1 is None or self._engine_cpu0 is None else c1 - self._engine_cpu0
+            self.writer.update_manifest(extra={**self.writer.manifest.extra, "engine_cpu": EngineCpu(
+                self.cfg.engine_process["pid"], self.cfg.engine_process["threads"], used).to_dict()})
         # a run cut short as over-saturated is summarised over what it measured: its schedule up to the cut
         span_s = min(self.span_s, self.early_stop.t_s) if self.early_stop is not None else self.span_s
         self.summary = summarise_run(Run(self.writer.path), options=opts, span_s=span_s)
@@ -287,6 +311,8 @@ class Coordinator:
         self.writer.write_json("summary.json", summary_document(
             self.summary, span_s=span_s, options=opts,
             load_mode="closed-loop" if self.closed_loop else "open-loop", stopped=self.stop_requested, cancelled=self.cancelled,
+            # a simulated target (the embedded one, or one that said so: X-Harness-Simulated) is said here too
+            simulated=bool(self.cfg.engine.get("simulated")),
             # client cost per token: CPU of this process (all users when workers == 0) while the load ran,
             # plus the part writer process's CPU for encoding and writing the records (its start-up excluded)
             client_process={"cpu_s": self.client_cpu_s + writer_cpu_s, "load_process_cpu_s": self.client_cpu_s,

@@ -77,7 +77,8 @@ class WorkerSide:
         r.register_message(MSG_SETUP, self._on_setup, concurrent=True)
         r.register_message(MSG_PONG, lambda environment, msg, **_: self.pongs.put(msg.data))
         r.register_message(MSG_T0, self._on_t0)
-        r.register_message(MSG_STOP, lambda environment, msg, **_: self.send_final(str(msg.data.get("reason", "stopped"))))
+        r.register_message(MSG_STOP, lambda environment, msg, **_: self.send_final(str(msg.data.get("reason", "stopped")),
+                                                                             str(msg.data.get("error_class", "cancelled"))))
         environment.events.test_stopping.add_listener(lambda **_: self.send_final("the worker was stopped"))
         environment.events.quitting.add_listener(lambda **_: self.send_final("the worker quit"))
 
@@ -136,12 +137,12 @@ class WorkerSide:
             if not self.final_sent:
                 self._send(False)
 
-    def send_final(self, reason: str) -> None:
-        """Record what is in flight as cancelled and send every record left, once."""
+    def send_final(self, reason: str, error_class: str = "cancelled") -> None:
+        """Record what is in flight as cancelled (or run_ended) and send every record left, once."""
         if self.state is None or self.final_sent:
             return
         self.final_sent = True
-        self.state.cancel_in_flight(f"cancelled: {reason}")
+        self.state.cancel_in_flight(f"{error_class}: {reason}", "run_ended" if error_class == "run_ended" else "cancelled")
         try:
             self._send(True)
         except Exception:  # noqa: BLE001 - the master is gone; nothing left to send to
@@ -213,9 +214,9 @@ class MasterSide:
     def send_t0(self, t0_unix_ns: int) -> None:
         self.runner.send_message(MSG_T0, {"t0_unix_ns": int(t0_unix_ns)})
 
-    def stop_workers(self, reason: str, timeout_s: float = 5.0) -> list[int]:
+    def stop_workers(self, reason: str, timeout_s: float = 5.0, error_class: str = "cancelled") -> list[int]:
         """Ask every worker to cancel what is in flight and send its last records; returns the workers that did not."""
-        self.runner.send_message(MSG_STOP, {"reason": reason})
+        self.runner.send_message(MSG_STOP, {"reason": reason, "error_class": error_class})
         t = gevent.Timeout(timeout_s)
         t.start()
         try:

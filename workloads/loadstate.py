@@ -103,13 +103,14 @@ class LoadState:
         self.records.append(rec)
         self.done += 1
 
-    def cancel_in_flight(self, detail: str) -> int:
-        """Stop taking sessions and record every request in flight as `cancelled`; returns how many."""
+    def cancel_in_flight(self, detail: str, error_class: str = "cancelled") -> int:
+        """Stop taking sessions and record every request in flight as `cancelled` (or `run_ended`); returns how many."""
         self.stopped = True
         now = perf_counter_ns()
         for i, (item, intended, begun) in self.in_flight.items():
             self.records.append(cancelled_record(item, t0_ns=self.t0_ns, intended_abs_ns=intended, sent_abs_ns=begun,
-                                                 cancelled_abs_ns=now, worker_index=self.worker_index, detail=detail))
+                                                 cancelled_abs_ns=now, worker_index=self.worker_index, detail=detail,
+                                                 error_class=error_class))
             self.cancelled.add(i)
         n = len(self.in_flight)
         self.in_flight.clear()

@@ -57,7 +57,9 @@ class OpenAIStreamUser(FastHttpUser):
             if st.stopped:
                 break
             if item["turn"] == 0 or prev_end_ns is None:
-                intended = perf_counter_ns() if st.closed_loop else st.t0_ns + int(item["intended_s"] * 1e9)
+                # closed loop: at once, but not before t0 (the coordinator sets t0 a lead ahead, so that every process
+                # has it before it passes; a request sent before it would fall outside every window)
+                intended = max(perf_counter_ns(), st.t0_ns) if st.closed_loop else st.t0_ns + int(item["intended_s"] * 1e9)
             else:
                 intended = prev_end_ns + int(item["pause_before_s"] * 1e9)
             # everything that does not depend on the send instant is done before it: the body, and a connection
@@ -87,19 +89,11 @@ class OpenAIStreamUser(FastHttpUser):
             )
 
 
-@events.init_command_line_parser.add_listener
-def _harness_arguments(parser, **_kw) -> None:
-    from workloads.locust_plugin import add_locust_arguments
+# Plain `locust -f`: the harness's options on Locust's parser (shown in its web UI), and this process's side of the run
+# (local, master or worker) set up from Locust's options. Registered once per process, however often this file is imported.
+from workloads.locust_plugin import register  # noqa: E402
 
-    add_locust_arguments(parser)
-
-
-@events.init.add_listener
-def _harness_init(environment, runner=None, **_kw) -> None:
-    """Plain `locust -f`: set up this process's side of the run (local, master or worker) from Locust's options."""
-    from workloads.locust_plugin import attach
-
-    attach(environment)
+register(events)
 
 
 if os.environ.get("HARNESS_LOAD_CONFIG"):

@@ -16,6 +16,8 @@ from typing import Any
 
 from harness.errors import HarnessError
 
+SIMULATED_HEADER_NAME = "X-Harness-Simulated"  # sent as "true" by every simulated target (harness.target.server)
+
 
 @dataclass(frozen=True)
 class PreflightResult:
@@ -40,6 +42,47 @@ def _open(req: urllib.request.Request, url: str, what: str, timeout_s: float) ->
                            "(host, port, http/https) right?") from None
     except (TimeoutError, OSError) as exc:
         raise HarnessError(f"pre-flight: {what} {url} failed ({type(exc).__name__}: {exc}).") from None
+
+
+def simulated_target(base_url: str, *, api_key: str | None = None, timeout_s: float = 30.0) -> dict[str, Any] | None:
+    """What a target that says it is simulated (SIMULATED_HEADER_NAME: true on GET /v1/models) says of itself: its
+    /harness/info ({} when it has none); None when it does not say so, or cannot be reached (the pre-flight reports that)."""
+    headers = {"User-Agent": "llm-dist-harness", "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"{base_url}/v1/models", headers=headers), timeout=timeout_s) as r:  # noqa: S310
+            if (r.headers.get(SIMULATED_HEADER_NAME) or "").strip().lower() != "true":
+                return None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"{base_url}/harness/info", headers=headers), timeout=timeout_s) as r:  # noqa: S310
+            info = json.loads(r.read())
+    except (urllib.error.URLError, OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def time_one_request(base_url: str, *, model: str, api: str, prompt: str, max_tokens: int, api_key: str | None = None,
+                     timeout_s: float = 120.0, extra_body: dict[str, Any] | None = None) -> float:
+    """Wall seconds one streamed request of this prompt and length takes alone (not part of any run's records)."""
+    import time
+
+    headers = {"User-Agent": "llm-dist-harness", "Content-Type": "application/json", "Accept": "text/event-stream"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    path = "/v1/chat/completions" if api == "chat" else "/v1/completions"
+    body: dict[str, Any] = {"model": model, "max_tokens": int(max_tokens), "stream": True, **(extra_body or {})}
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    url = base_url + path
+    t0 = time.perf_counter()
+    _open(urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers=headers), url,
+          "POST (timing one request)", timeout_s)
+    return time.perf_counter() - t0
 
 
 def preflight(base_url: str, *, model: str, api: str = "chat", api_key: str | None = None, timeout_s: float = 30.0,

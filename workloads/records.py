@@ -129,10 +129,11 @@ def missing_record(item: dict[str, Any], error_class: str, *, worker_index: int,
 
 
 def cancelled_record(item: dict[str, Any], *, t0_ns: int, intended_abs_ns: int, sent_abs_ns: int, cancelled_abs_ns: int,
-                     worker_index: int, detail: str) -> dict[str, Any]:
-    """A request that was in flight when the run was stopped (SIGINT/SIGTERM, Locust's stop, the run-time limit):
-    its intended and send instants are kept; e2e_s is the time from its send until it was cancelled."""
-    rec = missing_record(item, "cancelled", worker_index=worker_index, detail=detail)
+                     worker_index: int, detail: str, error_class: str = "cancelled") -> dict[str, Any]:
+    """A request that was in flight when the run was stopped (SIGINT/SIGTERM, Locust's stop: "cancelled") or when its
+    planned time ended (Locust's run time: "run_ended", not a failure): its intended and send instants are kept; e2e_s
+    is the time from its send until it was cut off."""
+    rec = missing_record(item, error_class, worker_index=worker_index, detail=detail)
     rec.update({"intended_ns": intended_abs_ns - t0_ns, "sent_ns": sent_abs_ns - t0_ns, "last_byte_ns": None,
                 "e2e_s": (cancelled_abs_ns - sent_abs_ns) / 1e9, "e2e_from_intended_s": (cancelled_abs_ns - intended_abs_ns) / 1e9,
                 "schedule_lag_s": (sent_abs_ns - intended_abs_ns) / 1e9})

@@ -10,6 +10,7 @@ Text output is harness.report.engine's; this module only runs things.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -44,9 +45,11 @@ class BenchCheck:
 def bench_pd_against(eng: RunningEngine, *, scenario: str | Path = DEFAULT_SCENARIO, duration_s: float = 20.0,
                      rate_per_s: float | None = None, api: str = "chat", results_dir: str = "results",
                      report_dir: str | None = "reports", quiet: bool = True, calibration: str | None = None,
-                     engine_config: str | None = None, proxy: bool = False, request_timeout_s: float = 120.0) -> BenchCheck:
+                     engine_config: str | None = None, proxy: bool = False, request_timeout_s: float = 120.0,
+                     threads: int | None = None) -> BenchCheck:
     """bench-pd against the launched engine; with `calibration` its twin predicts the run first (`engine_config`: the
-    config the engine was launched from, whose scheduler the twin runs or is checked against)."""
+    config the engine was launched from, whose scheduler the twin runs or is checked against). The engine runs on this
+    host, so its CPU share over the run is judged as the loop judges it (`threads`: its threads; default the cores)."""
     if eng.plan.engine != "llama.cpp":
         raise HarnessError(f"--bench-pd cross-checks llama.cpp's counters; {eng.plan.engine} has other metric names (not done).")
     metrics_proc = next((p for p in eng.plan.processes if p.metrics_path), None)
@@ -62,13 +65,22 @@ def bench_pd_against(eng: RunningEngine, *, scenario: str | Path = DEFAULT_SCENA
                           # no pre-flight request: the launcher saw the engine healthy, and the cross-check below
                           # counts every token the engine generated between the two scrapes
                           preflight=False, calibration=calibration, engine_config=engine_config if calibration else None,
-                          proxy=proxy if calibration else False)
+                          proxy=proxy if calibration else False,
+                          engine_process=_engine_process(eng, metrics_proc, threads))
     before = prom.scrape(metrics_proc.base_url, metrics_proc.metrics_path)
     res = bench_pd(opts, progress=None if quiet else LoadProgress())
     after = prom.scrape(metrics_proc.base_url, metrics_proc.metrics_path)
     rows = crosscheck_llama_cpp(Run(res.run_dir).table("requests"), before, after)
     return BenchCheck(api, res.run_dir, res.report_paths, res.summary, rows, res.prediction)
 
+
+
+def _engine_process(eng: RunningEngine, spec: Any, threads: int | None) -> dict[str, int] | None:
+    """{pid, threads} of the launched process that serves (and is scraped); None when it is not running here."""
+    for s, proc, _log in getattr(eng, "procs", ()):
+        if s is spec and proc.poll() is None:
+            return {"pid": int(proc.pid), "threads": int(threads or os.cpu_count() or 1)}
+    return None
 
 
 @dataclass(frozen=True)
@@ -153,7 +165,7 @@ def engine_session(cfg: EngineConfig, *, results_dir: str | None = "results", se
                                             rate_per_s=bench.rate_per_s, api=api, results_dir=bench.results_dir,
                                             report_dir=bench.report_dir, calibration=bench.calibration,
                                             engine_config=bench.engine_config or eng.plan.config_name, proxy=bench.proxy,
-                                            request_timeout_s=bench.request_timeout_s))
+                                            request_timeout_s=bench.request_timeout_s, threads=getattr(cfg.options, "threads", None)))
         return {"bench_pd": [b.to_dict() for b in benches]}
 
     res = run_session(cfg, results_dir=results_dir, hold_s=math.inf if serve else hold_s, port=port, log_dir=log_dir,

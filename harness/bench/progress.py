@@ -30,7 +30,8 @@ WINDOW_S = 5.0  # the window of the recent send and completion rates (phase, ETA
 KEEP_UP = 0.9  # completions at least this share of sends in the window: the startup backlog has cleared
 Mode = Literal["auto", "rich", "plain", "quiet"]
 MODES = ("auto", "rich", "plain", "quiet")
-SIMULATED_NOTE = "SIMULATED target: the embedded emulator of the Chapter 9 model; no GPU was measured"
+# said of every run against a simulated target: the embedded emulator, or one reached by URL that says it is simulated
+SIMULATED_NOTE = "SIMULATED target: the harness's emulator (harness.target) served this run; no GPU was measured"
 
 
 class Progress(Protocol):

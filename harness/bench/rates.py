@@ -46,6 +46,7 @@ class RatePoint:
     e2e_p90_s: float | None
     invalid_reasons: list[str] = field(default_factory=list)
     stopped_early: str | None = None  # why the step was cut short (over-saturated, workloads.oversaturation); it then fails
+    steady: bool | None = None  # the window's steadiness (workloads.summary): a figure not steady says so in the table
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def _point(rate: float, res: Any, slo_attainment: float) -> RatePoint:
         request_throughput_per_s=s.request_throughput_per_s, request_throughput_incl_drain_per_s=s.request_throughput_incl_drain_per_s,
         output_tokens_per_s=s.output_tokens_per_s, goodput_per_s=s.goodput_per_s,
         goodput_fraction=frac, ttft_p50_s=s.ttft_s.p50, ttft_p90_s=s.ttft_s.p90, tpot_p50_s=s.tpot_s.p50,
-        tpot_p90_s=s.tpot_s.p90, e2e_p90_s=s.e2e_s.p90, invalid_reasons=list(s.invalid_reasons),
+        tpot_p90_s=s.tpot_s.p90, e2e_p90_s=s.e2e_s.p90, invalid_reasons=list(s.invalid_reasons), steady=s.steady,
     )
 
 
@@ -168,12 +169,13 @@ def _ms(x: float | None) -> str:
 
 
 def table_lines(r: RateSweepResult) -> list[str]:
-    lines = [f"| rate (req/s) | valid | meets SLOs | cut short | steady req/s (window) | req/s incl. drain | output tok/s | goodput req/s | "
+    lines = [f"| rate (req/s) | valid | meets SLOs | cut short | req/s (window) | req/s incl. drain | output tok/s | goodput req/s | "
              f"TTFT p50 / p90 (ms) | TPOT p50 / p90 (ms) | E2E p90 (ms) | run |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in sorted(r.points, key=lambda p: p.rate_per_s):
         lines.append(f"| {p.rate_per_s:.4g} | {'yes' if p.valid else 'NO'} | {'yes' if p.passes else 'no'} | {p.stopped_early or '—'} | "
-                     f"{p.request_throughput_per_s:.3f} | {p.request_throughput_incl_drain_per_s:.3f} | {p.output_tokens_per_s:.0f} | "
+                     f"{p.request_throughput_per_s:.3f}{' (NOT steady)' if p.steady is False else ''} | "
+                     f"{p.request_throughput_incl_drain_per_s:.3f} | {p.output_tokens_per_s:.0f} | "
                      f"{'—' if p.goodput_per_s is None else f'{p.goodput_per_s:.3f}'} | {_ms(p.ttft_p50_s)} / {_ms(p.ttft_p90_s)} | "
                      f"{_ms(p.tpot_p50_s)} / {_ms(p.tpot_p90_s)} | {_ms(p.e2e_p90_s)} | {Path(p.run_dir).name} |")
     return lines
@@ -182,7 +184,7 @@ def table_lines(r: RateSweepResult) -> list[str]:
 def summary_lines(r: RateSweepResult) -> list[str]:
     slo = ", ".join(f"{k} ≤ {v:g} s" for k, v in r.slo.items() if v is not None) or "none"
     head = [f"run group {r.group_id} ({r.mode}, {len(r.points)} runs, open loop); SLOs {slo}; a rate meets them when the run is "
-            f"valid and ≥ {r.slo_attainment:.0%} of its measured requests met every SLO"]
+            f"valid and ≥ {r.slo_attainment:.0%} of the requests that ended in its window met every SLO"]
     knee = r.knee_rate_per_s
     head.append(f"knee (highest rate measured that met the SLOs): {knee:.4g} req/s" if knee is not None
                 else "knee: no rate tried met the SLOs")

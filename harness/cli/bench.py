@@ -12,11 +12,17 @@ import sys
 from pathlib import Path
 
 from harness.cli._output import print_json
-from harness.units import fmt_ms
-from workloads.summary import LoadSummary
+from workloads.headline import headline_lines
 
 # the chapter's scenario, found from any working directory
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "workloads" / "scenarios" / "ch9-hetero-pd.toml"
+
+
+def _warmup(text: str) -> float | str | None:
+    """--warmup-s: 'auto' (the default: measured), a number of seconds, or '' (the Makefile's empty variable: auto)."""
+    if text.strip() in ("", "auto"):
+        return "auto"
+    return _opt_float(text)
 
 
 def _opt_float(text: str) -> float | None:
@@ -41,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--rate", type=lambda t: t.strip() or None, default=None, help="arrival rate in requests/s (default: the scenario's arrival_rate_per_s); a list 1,2,4,8 runs "
                                    "a series into one run group; 'auto' searches the highest rate meeting the SLOs (docs/loadgen.md)")
     a("--concurrency", type=int, default=None, help="closed loop: N users, each sending when its previous request ended (instead of --rate)")
-    a("--num-requests", type=int, default=None, help="closed loop: the pool of requests (default 32 per user, at most 4096)")
+    a("--num-requests", type=int, default=None, help="closed loop: the pool of requests (default: enough for the users to keep "
+      "sending for --duration-s, from one request's time alone; docs/loadgen.md)")
     a("--schedule", default="constant", choices=["constant", "poisson", "gamma"], help="arrival process (default constant, as the §9.6.1 fluid model; gamma: cv 2, bursty)")
     a("--mix", default="scenario", help="request mix: scenario, reasoning, prefix-6144, short-output, mix-1025-4097, multi-turn, startup-burst")
     a("--workload", default=None, help="replay this workload artifact (.parquet) instead of building one")
@@ -66,7 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
       "target runs (TOML or a name in workloads/engines/), whose scheduler the twin runs; no default is assumed")
     a("--proxy", action="store_true", help="with --calibration: predict even with a calibration of another host, kernel family, "
       "thread count, model or scheduler settings (the report says PROXY)")
-    a("--warmup-s", type=_opt_float, default=0.0, help="exclude requests intended before this (default 0: the startup is the point; make bench-pd uses 30)")
+    a("--warmup-s", type=_warmup, default="auto", help="the window's start: 'auto' (default) where the run's requests in flight "
+      "settled after the startup backlog (measured, MSER-5; docs/loadgen.md), or seconds of intended send time")
     a("--cooldown-s", type=float, default=0.0)
     a("--slo-ttft-s", type=float, default=5.0)
     a("--slo-tpot-s", type=float, default=0.05)
@@ -117,7 +125,8 @@ def main(args: argparse.Namespace) -> int:
         schedule=args.schedule, mix=args.mix, workload_path=args.workload, seed=args.seed, api=args.api, model_name=args.model_name,
         api_key_env=args.api_key_env, workers=args.workers, max_concurrency=args.max_concurrency,
         request_timeout_s=args.request_timeout_s, time_scale=args.time_scale, startup_s=args.startup_s,
-        allocation=args.allocation, warmup_s=args.warmup_s or 0.0, cooldown_s=args.cooldown_s, slo_ttft_s=args.slo_ttft_s,
+        allocation=args.allocation, warmup_s=0.0 if args.warmup_s == "auto" else (args.warmup_s or 0.0),
+        warmup_auto=args.warmup_s == "auto", cooldown_s=args.cooldown_s, slo_ttft_s=args.slo_ttft_s,
         slo_tpot_s=args.slo_tpot_s, slo_e2e_s=args.slo_e2e_s, results_dir=args.out, report_dir=args.report_dir or None,
         command_line=list(sys.argv), workload=spec_from_args(args), concurrency=args.concurrency, num_requests=args.num_requests,
         remote_workers=args.remote_workers, master_bind_host=args.master_bind_host, master_port=args.master_port,
@@ -152,14 +161,15 @@ def main(args: argparse.Namespace) -> int:
         if bad and res.mode == "series":
             print(f"error: {len(bad)} of {len(res.points)} runs are INVALID (rates {', '.join(f'{p.rate_per_s:g}' for p in bad)}); "
                   "their reasons are in the table's runs", file=sys.stderr)
-        if not args.json and opts.target_url is None:
+        if not args.json and (opts.target_url is None or any(_simulated_run(p.run_dir) for p in res.points)):
             print(SIMULATED_NOTE)  # the last line: a simulated figure says it is simulated
         return 1 if bad and res.mode == "series" else 0
     res = bench_pd(opts, progress=progress())
     if args.json:
         print_json(res.to_dict())
         return 0 if res.valid else 1
-    print(f"target: {res.target}")
+    said = " — SIMULATED: it says so (X-Harness-Simulated: true)" if res.simulated and not res.embedded else ""
+    print(f"target: {res.target}{said}")
     print(f"run: {res.run_dir}")
     for p in res.report_paths:
         print(f"report: {p}")
@@ -169,7 +179,7 @@ def main(args: argparse.Namespace) -> int:
 
     for line in extra_lines(RunExtras(**res.extras)) if res.extras else []:
         print(line)
-    if not res.simulated:
+    if not res.plan_predicts:
         from harness.report.bench_pd import twin_lines
 
         for line in twin_lines(res.prediction, res.summary):
@@ -183,23 +193,12 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def headline_lines(s: LoadSummary, mode: str) -> list[str]:
-    """The run's figures, each labelled with what it counts."""
-    lines = [f"load: {mode}; window [{s.window_start_s:g}, {s.window_end_s:g}) s of intended send time"]
-    if s.window_note:
-        lines.append(f"steady state (window): nothing completed in the window: {s.window_note}")
-    else:
-        lines.append(f"steady state (window): {s.request_throughput_per_s:.3f} req/s, {s.output_tokens_per_s:.0f} output tokens/s; "
-                     f"goodput {s.goodput_per_s if s.goodput_per_s is not None else float('nan'):.3f} req/s")
-    if s.run_duration_s:
-        lines.append(f"incl. startup and drain (vLLM bench serve's definition): {s.request_throughput_incl_drain_per_s:.3f} req/s, "
-                     f"{s.output_tokens_incl_drain_per_s:.0f} output tokens/s over {s.run_duration_s:.1f} s")
-    lines.append(f"latency: TTFT p50 {_ms(s.ttft_s.p50)} p90 {_ms(s.ttft_s.p90)} p99 {_ms(s.ttft_s.p99)}; "
-                 f"TPOT p50 {_ms(s.tpot_s.p50)} (a p99 needs ≥ 1000 requests to be stable; {s.requests_ok} succeeded in the window)")
-    return lines
+def _simulated_run(run_dir: str) -> bool:
+    from harness.store import Run
+
+    return bool((Run(run_dir).manifest.engine or {}).get("simulated"))
 
 
-_ms = fmt_ms
 
 
 def _extra_options(args: argparse.Namespace) -> dict:

@@ -29,7 +29,7 @@ from harness.store import Run
 from harness.target.saturation import completion_rate, saturated_rates, saturation_window
 from harness.target.stage_requests import (MIXED_PROMPT_SLOT, PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, RequestCheck,
                                            mixed_decode_slots, mixed_phase)
-from harness.telemetry.proc import process_cpu_s
+from harness.telemetry.proc import busy_union_s, process_cpu_s  # busy_union_s: shared with bench-pd's engine share
 from workloads.config import LoadConfig, SummaryOptions
 from workloads.gpu_telemetry import local_sampling
 from workloads.summary import measured_requests, read_summary
@@ -426,21 +426,6 @@ def _detokenize(endpoint: str, ids: list[int]) -> str:
     if r.status != 200:
         raise HarnessError(f"llama-server /detokenize answered HTTP {r.status}: {r.text[:200]}")
     return str(r.json().get("content", ""))
-
-
-def busy_union_s(intervals: list[tuple[float, float]]) -> float:
-    """Total length of the union of [start, end) intervals (seconds)."""
-    tot, cur_s, cur_e = 0.0, None, None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                tot += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        tot += cur_e - cur_s
-    return tot
 
 
 def saturated_rate(finished_s: list[float], chunk_s: Sequence[Sequence[float]] | None = None,

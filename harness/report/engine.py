@@ -78,6 +78,9 @@ def render_session(res: SessionResult, benches: Sequence[BenchCheck]) -> str:
             s = bc.summary
             lines += [f"\nbench-pd ({bc.api}): {bc.run_dir}",
                       f"  {s.requests_ok} ok of {s.requests_total}, {s.output_tokens_per_s:.1f} output tokens/s",
+                      "  " + ("VALID" if s.valid else "INVALID: " + "; ".join(s.invalid_reasons))
+                      + (f" (the engine got {s.engine_cpu_share:.0%} of its cores while it had work)"
+                         if s.engine_cpu_share is not None else ""),
                       *("  " + ln for ln in twin_lines(bc.prediction, s)),
                       "  client vs engine (llama.cpp /metrics deltas over the run):"]
             lines += ["  " + ln for ln in render_rows(bc.rows).splitlines()]

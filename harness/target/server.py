@@ -27,8 +27,9 @@ from aiohttp import web
 
 from harness.target.engine import PREFIX_BLOCK_TOKENS, Engine, FixedTimingEngine, SimRequest
 from harness.target.profiler import DEFAULT_DIR, ProfileError, TargetProfiler
+from workloads.preflight import SIMULATED_HEADER_NAME
 
-SIMULATED_HEADER = {"X-Harness-Simulated": "true"}
+SIMULATED_HEADER = {SIMULATED_HEADER_NAME: "true"}
 EMIT_LOG_MAX_TOKENS = 20_000_000  # ~480 MB of log at worst; beyond this the log stops growing (and says so)
 
 

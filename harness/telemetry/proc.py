@@ -9,6 +9,9 @@ a client has read every byte) and offered to the CPU engine loop (`process_cpu_s
   ppid, re-parented and orphaned members kept).
 * `/proc/net/tcp`: `parse_proc_net_tcp`, `socket_queues` (Send-Q + Recv-Q as `ss -tn` shows them).
 * `/proc/stat`: `parse_cpu_line`, `busy_pct`, `wait_quiet` (wait for a quiet machine before a measurement).
+* an engine's CPU share while it had work: `busy_union_s` (the union of its requests' [send, last byte]),
+  `engine_cpu_share` (CPU seconds / (busy seconds × threads)), judged against harness.loop_records.stages.CONTENDED_SHARE
+  (the loop, bench-pd).
 """
 
 from __future__ import annotations
@@ -148,6 +151,28 @@ def process_cpu_s(pid: int | None, proc: str = "/proc") -> float | None:
             return parse_proc_stat(fh.read()).own_ticks / CLK_TCK
     except (OSError, ValueError):
         return None
+
+
+def busy_union_s(intervals: Iterable[tuple[float, float]]) -> float:
+    """Total length of the union of [start, end) intervals (seconds): how long an engine had work."""
+    tot, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                tot += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        tot += cur_e - cur_s
+    return tot
+
+
+def engine_cpu_share(cpu_s: float | None, busy_s: float, threads: int) -> float | None:
+    """The share of its `threads` cores an engine process got while it had work: CPU seconds / (busy seconds × threads)."""
+    if cpu_s is None or busy_s <= 0 or threads < 1:
+        return None
+    return cpu_s / (busy_s * threads)
 
 
 def socket_queues(port: int, *, ipv6: bool = False, exclude_ports: Iterable[int] = (), proc: str = "/proc") -> tuple[int, int, int]:

@@ -180,7 +180,7 @@ def test_a_cut_step_fails_and_the_knee_is_the_highest_rate_meeting_the_slos(tmp_
         pct = NS(p50=0.1 * r, p90=0.2 * r)
         s = NS(valid=r < 8, goodput_fraction=1.0 if r <= 4 else 0.5, invalid_reasons=[] if r < 8 else ["not sent"],
                request_throughput_per_s=min(r, 5.0), request_throughput_incl_drain_per_s=min(r, 5.0), output_tokens_per_s=10 * r,
-               goodput_per_s=r, ttft_s=pct, tpot_s=pct, e2e_s=pct)
+               goodput_per_s=r, ttft_s=pct, tpot_s=pct, e2e_s=pct, steady=True)
         return R(f"/runs/{r:g}", s, {"early_stop": {"t_s": 23.5, "reason": "grew"}} if r >= 8 else {})
 
     opts = BenchPdOptions(report_dir=str(tmp_path / "rep"), early_stop=True)

@@ -51,7 +51,7 @@ def test_headless_closed_loop(tmp_path, target):
     assert sorted(df["request_index"]) == list(range(15)) and set(df["error_class"]) == {"ok"}
     assert (df["output_tokens_chunks"] == 8).all()
     assert run.manifest.extra["load_mode"] == "closed-loop" and run.manifest.status == "complete"
-    assert "15 requests recorded" in out and "VALID" in out
+    assert "harness: 15 requests sent (15 ok, 0 failed)" in out and "VALID" in out
     # closed loop: each send is its own intended instant, at most 3 in flight at once
     assert (df["schedule_lag_s"].abs() < 0.05).all()
 
@@ -201,3 +201,110 @@ def test_sigterm_mid_run_keeps_cancelled_records(tmp_path, target):
     classes = set(df["error_class"])
     assert df["request_index"].is_unique and len(df) == len(run.table("workload"))
     assert "cancelled" in classes and classes <= {"ok", "cancelled", "not_sent"}
+
+
+def test_headless_plain_locust_reports_a_closed_loop_of_its_users(tmp_path, target):
+    """Issue 48.7: `locust -f workloads/locustfile.py -u 4 -r 4 -t 8s` with its default pool of 1000: the run is the
+    users' closed loop, labelled with them, complete at its run time; what was sent is what is counted (the pool's
+    unused rest is not a failure), no request goes before t0, and the report says all of it."""
+    p = _locust("--host", target.url, "--headless", "-u", "4", "-r", "4", "-t", "8s", "--input-tokens", "16",
+                "--output-tokens", "40", "--results", str(tmp_path), "--only-summary")
+    out, _ = p.communicate(timeout=120)
+    assert p.returncode == 0, out
+    run = _one_run(tmp_path)
+    m = run.manifest
+    assert m.status == "complete" and m.extra["load_mode_label"] == "closed-loop (Locust: 4 users, spawn rate 4/s)"
+    df = run.table("requests")
+    sent = df[df["error_class"] != "not_sent"]
+    assert (sent["intended_ns"] >= 0).all()
+    from workloads.summary import read_summary
+
+    s = read_summary(run).load
+    assert s.valid and s.error_fraction == 0.0 and s.requests_sent == len(sent) < 1000
+    assert s.errors_by_class.get("ok", 0) + s.errors_by_class.get("run_ended", 0) == len(sent)
+    n_ok = s.errors_by_class["ok"]
+    head = next(ln for ln in out.splitlines() if ln.startswith("harness: ") and "requests sent" in ln)
+    assert head.startswith(f"harness: {len(sent)} requests sent ({n_ok} ok, 0 failed") and "of the pool unused" in head
+    # every successful request is in the latency figures or its leaving out is said
+    assert s.requests_ok == n_ok or f"{n_ok - s.requests_ok} successful requests sent outside the window" in out
+    from harness.report.bench_pd import render
+
+    md = next(p for p in render(run.path, tmp_path / "report") if p.name == "summary.md").read_text()
+    assert md.startswith(f"# locust — closed-loop (Locust: 4 users, spawn rate 4/s) — {m.run_id}")
+    assert "status complete · closed-loop (Locust: 4 users, spawn rate 4/s) · VALID" in md
+    assert f"{len(sent)} requests sent of a pool of 1000" in md and "not_sent" not in md.split("| errors |")[1].split("|")[0]
+    assert "achieved" not in md and "schedule lag" not in md
+    assert "SIMULATED" in md  # the fixed-timing target says it is simulated
+
+
+def _web_ui(target, results):
+    """A Locust web UI on a free port of 127.0.0.1: (process, base URL, the page's text after two loads: two parser
+    builds)."""
+    import time
+    import urllib.request
+
+    port = _free_port("127.0.0.1")
+    p = _locust("--host", target.url, "--web-host", "127.0.0.1", "--web-port", str(port), "--results", str(results))
+    base, page = f"http://127.0.0.1:{port}", ""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not page:
+        try:
+            for _ in range(2):
+                with urllib.request.urlopen(base + "/", timeout=5) as r:
+                    page = r.read().decode()
+        except OSError:
+            time.sleep(0.3)
+    return p, base, page
+
+
+def _sigterm(p) -> str:
+    import signal
+
+    try:
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return out
+
+
+def test_web_ui_shows_the_options_once_and_an_unsent_stop_is_not_complete(tmp_path, target):
+    """Issue 48.8: every page load rebuilds Locust's parser; the harness's options are registered once (no argparse
+    conflict) and shown in the UI. A run started from the UI with the UI's options, then stopped before its first
+    request was due, is marked failed, not complete."""
+    import time
+    import urllib.parse
+    import urllib.request
+
+    from workloads.artifact import save_artifact
+    from workloads.schedule import Schedule
+    from workloads.workload_spec import WorkloadSpec, build_workload
+
+    late = build_workload(WorkloadSpec(), Schedule("trace", np.array([30.0, 31.0]), 0, {"duration_s": 40.0}), name="late",
+                          default_input_tokens=8, default_output_tokens=4)
+    art = save_artifact(late, tmp_path)
+    p, base, page = _web_ui(target, tmp_path / "r")
+    try:
+        assert '"extra_options": {}' not in page and '"request_rate"' in page and '"input_tokens"' in page, page[:2000]
+        form = {"user_count": "2", "spawn_rate": "2", "host": target.url, "workload": str(art)}
+        with urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=urllib.parse.urlencode(form).encode()), timeout=60) as r:
+            assert json.loads(r.read())["success"]
+        time.sleep(3)  # the first request is due at 30 s
+        with urllib.request.urlopen(urllib.request.Request(base + "/stop", data=b""), timeout=60) as r:
+            assert json.loads(r.read())["success"]
+        time.sleep(2)
+    finally:
+        out = _sigterm(p)
+    assert "conflicting option string" not in out and "Traceback" not in out, out
+    assert list((tmp_path / "r").glob("*/*/manifest.json")), out
+    run = _one_run(tmp_path / "r")
+    assert run.manifest.status == "failed" and any("before any request was sent" in n for n in run.manifest.notes), run.manifest
+    assert "harness: 0 requests sent" in out
+
+
+def test_web_ui_quit_without_a_start_writes_no_run(tmp_path, target):
+    p, _, page = _web_ui(target, tmp_path / "r")
+    out = _sigterm(p)
+    assert page and not list((tmp_path / "r").glob("*/*/manifest.json")), out  # nothing measured, nothing marked complete
