@@ -17,26 +17,46 @@ why instead of a bare 0.
 
 `summarise_run` summarises a stored run from its stored requests table (what the load process does at the
 end of a run, so a killed or imported run summarises the same way); `read_summary` reads the versioned
-summary.json sidecar, or derives it from the table when the run has none.
+summary.json sidecar as a typed `StoredSummary` (its `load` a LoadSummary whose latency and lag distributions are
+harness.served.Percentiles), or derives it from the table when the run has none. The stored shape is unchanged:
+each Percentiles is written as its {count, mean, p50, p90, p99, max} dict, so old runs read as they are.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, Mapping
 
 import numpy as np
 
+from harness.errors import HarnessError
+from harness.served import Percentiles
 from workloads.config import SummaryOptions
 
+SUMMARY_FILE = "summary.json"
 
-def _pcts(x: Any) -> dict[str, float | None]:
-    a = np.asarray([v for v in x if v is not None and not (isinstance(v, float) and math.isnan(v))], dtype=float)
-    if a.size == 0:
-        return {"count": 0, "mean": None, "p50": None, "p90": None, "p99": None, "max": None}
-    return {"count": int(a.size), "mean": float(a.mean()), "p50": float(np.percentile(a, 50)),
-            "p90": float(np.percentile(a, 90)), "p99": float(np.percentile(a, 99)), "max": float(a.max())}
+
+@dataclass(frozen=True)
+class EngineCrosscheck:
+    """Client TTFT against the engine's own prompt time, and streamed tokens against the engine's count, per request."""
+
+    requests: int  # successful requests with engine timings
+    ttft_minus_engine_prompt_s: Percentiles
+    engine_prompt_s: Percentiles
+    output_tokens_diff_nonzero: int
+    output_tokens_diff_max_abs: int | None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], source: str = "engine_crosscheck") -> "EngineCrosscheck":
+        try:
+            return cls(int(d["requests"]), Percentiles.from_dict(d.get("ttft_minus_engine_prompt_s"), source=f"{source}.ttft_minus_engine_prompt_s"),
+                       Percentiles.from_dict(d.get("engine_prompt_s"), source=f"{source}.engine_prompt_s"),
+                       int(d.get("output_tokens_diff_nonzero") or 0),
+                       None if d.get("output_tokens_diff_max_abs") is None else int(d["output_tokens_diff_max_abs"]))
+        except KeyError as exc:
+            raise HarnessError(f"{source}: field {exc.args[0]!r} is missing; delete summary.json to summarise the run from its "
+                               "requests table.") from None
 
 
 @dataclass(frozen=True)
@@ -50,16 +70,16 @@ class LoadSummary:
     request_throughput_per_s: float
     output_tokens_per_s: float
     output_tokens_per_s_usage: float
-    ttft_s: dict[str, Any]
-    ttft_from_intended_s: dict[str, Any]
-    tpot_s: dict[str, Any]
-    itl_s: dict[str, Any]
-    e2e_s: dict[str, Any]
-    e2e_from_intended_s: dict[str, Any]
+    ttft_s: Percentiles
+    ttft_from_intended_s: Percentiles
+    tpot_s: Percentiles
+    itl_s: Percentiles
+    e2e_s: Percentiles
+    e2e_from_intended_s: Percentiles
     goodput_per_s: float | None
     goodput_fraction: float | None
     slo: dict[str, float | None]
-    schedule_lag_s: dict[str, Any]
+    schedule_lag_s: Percentiles
     intended_rate_per_s: float
     achieved_send_rate_per_s: float
     token_count_mismatches: int
@@ -76,10 +96,38 @@ class LoadSummary:
     valid: bool = True
     invalid_reasons: list[str] = field(default_factory=list)
     # per-request cross-check against the engine's own timings (None when the engine streams none)
-    engine_crosscheck: dict[str, Any] | None = None
+    engine_crosscheck: EngineCrosscheck | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The stored shape (summary.json's `load`): each Percentiles as its {count, mean, p50, p90, p99, max} dict."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], source: str = SUMMARY_FILE) -> "LoadSummary":
+        """The record from its stored dict (summary.json's `load`, any version once upgraded): percentile dicts become
+        Percentiles; fields a run written before they existed lacks take their defaults."""
+        if isinstance(d, LoadSummary):
+            return d
+        if not isinstance(d, Mapping):
+            raise HarnessError(f"{source}: the load summary must be a JSON object, got {type(d).__name__}; delete the file to "
+                               "summarise the run from its requests table.")
+        kw: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in d:
+                if f.default is MISSING and f.default_factory is MISSING:
+                    raise HarnessError(f"{source}: load summary field {f.name!r} is missing; delete the file to summarise the run "
+                                       "from its requests table.")
+                continue
+            v = d[f.name]
+            if f.name in _PERCENTILE_FIELDS:
+                v = Percentiles.from_dict(v, source=f"{source} load.{f.name}")
+            elif f.name == "engine_crosscheck" and v is not None:
+                v = EngineCrosscheck.from_dict(v, source=f"{source} load.engine_crosscheck")
+            kw[f.name] = v
+        return cls(**kw)
+
+
+_PERCENTILE_FIELDS = frozenset(("ttft_s", "ttft_from_intended_s", "tpot_s", "itl_s", "e2e_s", "e2e_from_intended_s", "schedule_lag_s"))
 
 
 def measured_requests(df: Any, *, span_s: float, options: SummaryOptions = SummaryOptions()) -> tuple[Any, Any]:
@@ -137,7 +185,7 @@ def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOption
         frac = float(meets_slo(ok).sum()) / len(measured) if len(measured) else None
 
     sent = df[df["error_class"] != "not_sent"] if n_total else df
-    lag = _pcts(sent["schedule_lag_s"].tolist() if len(sent) else [])
+    lag = Percentiles.from_values(sent["schedule_lag_s"].tolist() if len(sent) else [])
     sent_s = sent["sent_ns"].to_numpy(dtype=float) / 1e9 if len(sent) else np.zeros(0)
     n_intended = int(len(measured))  # intended send in the window
     n_sent = int(((sent_s >= w0) & (sent_s < w1)).sum())
@@ -155,8 +203,8 @@ def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOption
         reasons.append("no request was sent")
     if o.closed_loop:
         pass  # closed loop: no schedule to keep; the pool's unused rest is 'not_sent' by design
-    elif lag["p99"] is not None and lag["p99"] > o.max_lag_p99_s:
-        reasons.append(f"p99 schedule lag {lag['p99'] * 1e3:.1f} ms exceeds {o.max_lag_p99_s * 1e3:.1f} ms: the client could not "
+    elif lag.p99 is not None and lag.p99 > o.max_lag_p99_s:
+        reasons.append(f"p99 schedule lag {lag.p99 * 1e3:.1f} ms exceeds {o.max_lag_p99_s * 1e3:.1f} ms: the client could not "
                        "keep its schedule (more workers, a lower rate or a higher --max-concurrency)")
     if not o.closed_loop and n_intended and n_sent < (1 - o.max_send_shortfall) * n_intended:
         reasons.append(f"sent {n_sent} of {n_intended} intended requests in the window (achieved {n_sent / win:.3g}/s vs "
@@ -192,11 +240,11 @@ def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOption
         window_start_s=w0, window_end_s=w1, requests_total=n_total, requests_measured=int(len(measured)), requests_ok=int(len(ok)),
         errors_by_class=errors, request_throughput_per_s=float(done_in.sum()) / win, output_tokens_per_s=tokens_in / win,
         output_tokens_per_s_usage=float(usage_tokens) / win,
-        ttft_s=_pcts(ok["ttft_s"].tolist() if len(ok) else []),
-        ttft_from_intended_s=_pcts(ok["ttft_from_intended_s"].tolist() if len(ok) else []),
-        tpot_s=_pcts(ok["tpot_s"].tolist() if len(ok) else []), itl_s=_pcts(itls),
-        e2e_s=_pcts(ok["e2e_s"].tolist() if len(ok) else []),
-        e2e_from_intended_s=_pcts(ok["e2e_from_intended_s"].tolist() if len(ok) else []),
+        ttft_s=Percentiles.from_values(ok["ttft_s"].tolist() if len(ok) else []),
+        ttft_from_intended_s=Percentiles.from_values(ok["ttft_from_intended_s"].tolist() if len(ok) else []),
+        tpot_s=Percentiles.from_values(ok["tpot_s"].tolist() if len(ok) else []), itl_s=Percentiles.from_values(itls),
+        e2e_s=Percentiles.from_values(ok["e2e_s"].tolist() if len(ok) else []),
+        e2e_from_intended_s=Percentiles.from_values(ok["e2e_from_intended_s"].tolist() if len(ok) else []),
         goodput_per_s=goodput, goodput_fraction=frac, slo=slo, schedule_lag_s=lag,
         intended_rate_per_s=n_intended / win, achieved_send_rate_per_s=n_sent / win,
         token_count_mismatches=int(df["token_count_mismatch"].sum()) if n_total else 0,
@@ -206,18 +254,18 @@ def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOption
     )
 
 
-def _engine_crosscheck(ok: Any) -> dict[str, Any] | None:
+def _engine_crosscheck(ok: Any) -> EngineCrosscheck | None:
     """Client TTFT against the engine's prompt time, and streamed tokens against its predicted_n."""
     if not len(ok) or "engine_prompt_ms" not in ok.columns or ok["engine_prompt_ms"].isna().all():
         return None
     diff = ok["engine_output_tokens_diff"].dropna()
-    return {
-        "requests": int(ok["engine_prompt_ms"].notna().sum()),
-        "ttft_minus_engine_prompt_s": _pcts(ok["ttft_minus_engine_prompt_s"].dropna().tolist()),
-        "engine_prompt_s": _pcts((ok["engine_prompt_ms"].dropna() / 1e3).tolist()),
-        "output_tokens_diff_nonzero": int((diff != 0).sum()),
-        "output_tokens_diff_max_abs": int(diff.abs().max()) if len(diff) else None,
-    }
+    return EngineCrosscheck(
+        requests=int(ok["engine_prompt_ms"].notna().sum()),
+        ttft_minus_engine_prompt_s=Percentiles.from_values(ok["ttft_minus_engine_prompt_s"].dropna().tolist()),
+        engine_prompt_s=Percentiles.from_values((ok["engine_prompt_ms"].dropna() / 1e3).tolist()),
+        output_tokens_diff_nonzero=int((diff != 0).sum()),
+        output_tokens_diff_max_abs=int(diff.abs().max()) if len(diff) else None,
+    )
 
 
 # summary.json, the run's summary sidecar. Format history (one upgrade step per version, applied on load):
@@ -226,7 +274,6 @@ def _engine_crosscheck(ok: Any) -> dict[str, Any] | None:
 # Read and written with harness.versioning (load_versioned / stamp_version), the one mechanism of issue 14.3.
 SUMMARY_SCHEMA_VERSION = 1
 SUMMARY_UPGRADES: dict[int, Any] = {}
-SUMMARY_FILE = "summary.json"
 
 
 def summary_options_of(run: Any) -> SummaryOptions:
@@ -235,9 +282,14 @@ def summary_options_of(run: Any) -> SummaryOptions:
     if raw is None:
         side = _read_summary_file(run)
         raw = side.get("options") if side else None
-    if not isinstance(raw, dict):
+    return _options_from(raw)
+
+
+def _options_from(raw: Any) -> SummaryOptions:
+    """SummaryOptions from a stored dict (fields this harness does not know are dropped); defaults when there is none."""
+    if not isinstance(raw, Mapping):
         return SummaryOptions()
-    known = {f for f in SummaryOptions.__dataclass_fields__}
+    known = {f.name for f in fields(SummaryOptions)}
     return SummaryOptions(**{k: v for k, v in raw.items() if k in known})
 
 
@@ -274,28 +326,45 @@ def summary_document(summary: LoadSummary, *, span_s: float, options: SummaryOpt
                           "derived_from": "requests table", **extra}, SUMMARY_SCHEMA_VERSION)
 
 
-def read_summary(run: Any) -> dict[str, Any]:
-    """summary.json of `run` at the current version; a run without one (killed, imported) gets the document
-    derived from its stored requests table, marked `"derived": true`."""
+@dataclass(frozen=True)
+class StoredSummary:
+    """summary.json of a run at the current version, typed (read_summary); `derived` when the run had none and it was
+    summarised from its stored requests table."""
+
+    load: LoadSummary
+    span_s: float
+    options: SummaryOptions
+    schema_version: int = SUMMARY_SCHEMA_VERSION
+    derived: bool = False
+    note: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # what the writer added: load_mode, stopped, client_process ...
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any], source: str = SUMMARY_FILE) -> "StoredSummary":
+        """From a document at the current version (load_versioned applied)."""
+        if "load" not in doc:
+            raise HarnessError(f"{source} has no 'load' summary; delete it to summarise the run from its requests table.")
+        rest = {k: v for k, v in doc.items() if k not in ("load", "span_s", "options", "schema_version", "derived", "note")}
+        return cls(LoadSummary.from_dict(doc["load"], source), float(doc.get("span_s") or 0.0), _options_from(doc.get("options")),
+                   int(doc.get("schema_version", SUMMARY_SCHEMA_VERSION)), bool(doc.get("derived", False)), doc.get("note"), rest)
+
+
+def read_summary(run: Any) -> StoredSummary:
+    """summary.json of `run` at the current version; a run without one (killed, imported) gets the summary derived from
+    its stored requests table, marked `derived`."""
     side = _read_summary_file(run)
     if side is not None:
-        return side
-    from harness.errors import HarnessError
-
+        return StoredSummary.from_dict(side, str(run.path / SUMMARY_FILE))
     if "requests" not in run.tables():
         raise HarnessError(f"run {run.path} has neither {SUMMARY_FILE} nor a requests table; it measured nothing to summarise.")
     options = summary_options_of(run)
     span_s = span_of(run)
-    doc = summary_document(summarise_run(run, options=options, span_s=span_s), span_s=span_s, options=options)
-    doc["derived"] = True
-    doc["note"] = (f"no {SUMMARY_FILE} (run status {run.manifest.status}): summarised from the stored requests table")
-    return doc
+    return StoredSummary(summarise_run(run, options=options, span_s=span_s), span_s, options, derived=True,
+                         note=f"no {SUMMARY_FILE} (run status {run.manifest.status}): summarised from the stored requests table")
 
 
 def _read_summary_file(run: Any) -> dict[str, Any] | None:
     import json
-
-    from harness.errors import HarnessError
 
     path = run.path / SUMMARY_FILE
     try:

@@ -22,6 +22,7 @@ from harness.engines.crosscheck import CrossRow, crosscheck_llama_cpp
 from harness.engines.launcher import LaunchPlan, RunningEngine
 from harness.engines.session import SessionResult, make_plan, run_session
 from harness.errors import HarnessError
+from workloads.summary import LoadSummary
 
 DEFAULT_SCENARIO = ENGINE_CONFIG_DIR / "bench-pd-cpu-gemma3.toml"
 
@@ -31,12 +32,12 @@ class BenchCheck:
     api: str
     run_dir: str
     report_paths: list[str]
-    summary: dict[str, Any]
+    summary: LoadSummary
     rows: list[CrossRow]
     prediction: dict[str, Any] | None = None  # the twin's prediction (simulated), with --calibration
 
     def to_dict(self) -> dict[str, Any]:
-        return {"api": self.api, "run_dir": self.run_dir, "report_paths": self.report_paths, "summary": self.summary,
+        return {"api": self.api, "run_dir": self.run_dir, "report_paths": self.report_paths, "summary": self.summary.to_dict(),
                 "crosscheck": [r.to_dict() for r in self.rows], "prediction": self.prediction}
 
 

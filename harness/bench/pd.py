@@ -19,7 +19,7 @@ from harness.bench.progress import Progress
 from harness.bench.workload import build_workload
 from harness.errors import HarnessError
 from workloads.config import LoadConfig, SummaryOptions, check_http_url
-from workloads.summary import read_summary
+from workloads.summary import LoadSummary, read_summary
 from workloads.workload_spec import WorkloadSpec
 
 
@@ -127,13 +127,13 @@ class BenchPdOptions:
 class BenchPdResult:
     run_dir: str
     report_paths: list[str]
-    summary: dict[str, Any]
+    summary: LoadSummary
     target: str  # "simulated (embedded)" or the URL
     prediction: dict[str, Any] | None = None  # a real target's twin prediction (harness.target.prediction), simulated
 
     @property
     def valid(self) -> bool:
-        return bool(self.summary.get("valid"))
+        return self.summary.valid
 
     @property
     def simulated(self) -> bool:
@@ -231,7 +231,7 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
         from harness.report.bench_pd import render
 
         paths = [str(p) for p in render(run, Path(opts.report_dir) / run.manifest.run_id)]
-    summary = read_summary(run)["load"]
+    summary = read_summary(run).load
     return BenchPdResult(str(run_dir), paths, summary, label, prediction)
 
 

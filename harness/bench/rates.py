@@ -81,20 +81,14 @@ def parse_rate(text: str | None) -> float | list[float] | str | None:
 
 
 def _point(rate: float, res: Any, slo_attainment: float) -> RatePoint:
-    s = res.summary
-
-    def p(fam: str, q: str) -> float | None:
-        return (s.get(fam) or {}).get(q)
-
-    frac = s.get("goodput_fraction")
+    s = res.summary  # a workloads.summary.LoadSummary
+    frac = s.goodput_fraction
     return RatePoint(
-        rate_per_s=rate, run_dir=res.run_dir, valid=bool(s.get("valid")),
-        passes=bool(s.get("valid")) and frac is not None and frac >= slo_attainment,
-        request_throughput_per_s=float(s.get("request_throughput_per_s") or 0.0),
-        request_throughput_incl_drain_per_s=float(s.get("request_throughput_incl_drain_per_s") or 0.0),
-        output_tokens_per_s=float(s.get("output_tokens_per_s") or 0.0), goodput_per_s=s.get("goodput_per_s"),
-        goodput_fraction=frac, ttft_p50_s=p("ttft_s", "p50"), ttft_p90_s=p("ttft_s", "p90"), tpot_p50_s=p("tpot_s", "p50"),
-        tpot_p90_s=p("tpot_s", "p90"), e2e_p90_s=p("e2e_s", "p90"), invalid_reasons=list(s.get("invalid_reasons") or []),
+        rate_per_s=rate, run_dir=res.run_dir, valid=s.valid, passes=s.valid and frac is not None and frac >= slo_attainment,
+        request_throughput_per_s=s.request_throughput_per_s, request_throughput_incl_drain_per_s=s.request_throughput_incl_drain_per_s,
+        output_tokens_per_s=s.output_tokens_per_s, goodput_per_s=s.goodput_per_s,
+        goodput_fraction=frac, ttft_p50_s=s.ttft_s.p50, ttft_p90_s=s.ttft_s.p90, tpot_p50_s=s.tpot_s.p50,
+        tpot_p90_s=s.tpot_s.p90, e2e_p90_s=s.e2e_s.p90, invalid_reasons=list(s.invalid_reasons),
     )
 
 

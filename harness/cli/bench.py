@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness.cli._output import print_json
 from harness.units import fmt_ms
+from workloads.summary import LoadSummary
 
 # the chapter's scenario, found from any working directory
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "workloads" / "scenarios" / "ch9-hetero-pd.toml"
@@ -154,7 +155,7 @@ def main(args: argparse.Namespace) -> int:
         for line in twin_lines(res.prediction, res.summary):
             print(line)
     if not res.valid:
-        print("error: the run is INVALID (it is stored; exit 1): " + "; ".join(res.summary["invalid_reasons"]), file=sys.stderr)
+        print("error: the run is INVALID (it is stored; exit 1): " + "; ".join(res.summary.invalid_reasons), file=sys.stderr)
     if res.simulated:
         print(SIMULATED_NOTE)  # the last line: a simulated figure says it is simulated
     if not res.valid:
@@ -162,19 +163,19 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def headline_lines(s: dict, mode: str) -> list[str]:
+def headline_lines(s: LoadSummary, mode: str) -> list[str]:
     """The run's figures, each labelled with what it counts."""
-    lines = [f"load: {mode}; window [{s['window_start_s']:g}, {s['window_end_s']:g}) s of intended send time"]
-    if s.get("window_note"):
-        lines.append(f"steady state (window): nothing completed in the window: {s['window_note']}")
+    lines = [f"load: {mode}; window [{s.window_start_s:g}, {s.window_end_s:g}) s of intended send time"]
+    if s.window_note:
+        lines.append(f"steady state (window): nothing completed in the window: {s.window_note}")
     else:
-        lines.append(f"steady state (window): {s['request_throughput_per_s']:.3f} req/s, {s['output_tokens_per_s']:.0f} output tokens/s; "
-                     f"goodput {s['goodput_per_s'] if s['goodput_per_s'] is not None else float('nan'):.3f} req/s")
-    if s.get("run_duration_s"):
-        lines.append(f"incl. startup and drain (vLLM bench serve's definition): {s['request_throughput_incl_drain_per_s']:.3f} req/s, "
-                     f"{s['output_tokens_incl_drain_per_s']:.0f} output tokens/s over {s['run_duration_s']:.1f} s")
-    lines.append(f"latency: TTFT p50 {_ms(s['ttft_s']['p50'])} p90 {_ms(s['ttft_s']['p90'])} p99 {_ms(s['ttft_s']['p99'])}; "
-                 f"TPOT p50 {_ms(s['tpot_s']['p50'])} (a p99 needs ≥ 1000 requests to be stable; {s['requests_ok']} succeeded in the window)")
+        lines.append(f"steady state (window): {s.request_throughput_per_s:.3f} req/s, {s.output_tokens_per_s:.0f} output tokens/s; "
+                     f"goodput {s.goodput_per_s if s.goodput_per_s is not None else float('nan'):.3f} req/s")
+    if s.run_duration_s:
+        lines.append(f"incl. startup and drain (vLLM bench serve's definition): {s.request_throughput_incl_drain_per_s:.3f} req/s, "
+                     f"{s.output_tokens_incl_drain_per_s:.0f} output tokens/s over {s.run_duration_s:.1f} s")
+    lines.append(f"latency: TTFT p50 {_ms(s.ttft_s.p50)} p90 {_ms(s.ttft_s.p90)} p99 {_ms(s.ttft_s.p99)}; "
+                 f"TPOT p50 {_ms(s.tpot_s.p50)} (a p99 needs ≥ 1000 requests to be stable; {s.requests_ok} succeeded in the window)")
     return lines
 
 

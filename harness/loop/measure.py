@@ -655,7 +655,7 @@ def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float,
     run = Run(run_dir)
     from workloads.summary import measured_requests, read_summary  # noqa: PLC0415
 
-    s = read_summary(run)["load"]
+    s = read_summary(run).load
     df = run.table("requests")
     ok = df[df["error_class"] == "ok"]
     busy = busy_union_s([(a / 1e9, b / 1e9) for a, b in zip(df["sent_ns"], df["last_byte_ns"]) if a is not None and b is not None
@@ -664,7 +664,6 @@ def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float,
     if cpu0 is not None and cpu1 is not None and busy > 0:
         share = (cpu1 - cpu0) / (busy * threads)
     med = (lambda col: float(ok[col].median()) if len(ok) and col in ok and ok[col].notna().any() else None)
-    pct = (lambda k, q: (s.get(k) or {}).get(q))
     # the requests the summary's percentiles cover (a burst's window is empty: all of them)
     in_window = ok if span_s <= 0 else measured_requests(df, span_s=span_s, options=cfg.summary)[1]
 
@@ -674,15 +673,15 @@ def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float,
 
     ttft_iv, tpot_iv = interval("ttft_s"), interval("tpot_s")
 
-    n_total, n_ok, errors = int(s["requests_total"]), int(s["requests_ok"]), dict(s["errors_by_class"])
+    n_total, n_ok, errors = s.requests_total, s.requests_ok, dict(s.errors_by_class)
     if span_s <= 0:  # a burst (every request intended at 0): the summary's window of intended sends is empty; count all
         n_total, n_ok = len(df), len(ok)
         errors = {str(k): int(v) for k, v in df["error_class"].value_counts().items()}  # with "ok", as the summary counts
     return ServedMeasurement(
         mix=mix, rate_per_s=rate_per_s, run_dir=str(run_dir), requests_total=n_total,
         requests_ok=n_ok, errors_by_class=errors,
-        request_throughput_per_s=float(s["request_throughput_per_s"]), output_tokens_per_s=float(s["output_tokens_per_s"]),
-        ttft_p50_s=pct("ttft_s", "p50"), ttft_p90_s=pct("ttft_s", "p90"), tpot_p50_s=pct("tpot_s", "p50"), e2e_p50_s=pct("e2e_s", "p50"),
+        request_throughput_per_s=s.request_throughput_per_s, output_tokens_per_s=s.output_tokens_per_s,
+        ttft_p50_s=s.ttft_s.p50, ttft_p90_s=s.ttft_s.p90, tpot_p50_s=s.tpot_s.p50, e2e_p50_s=s.e2e_s.p50,
         saturated_rps=saturated_rate([float(x) / 1e9 for x in ok["last_byte_ns"]], [[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]],
                                      [float(u) if u == u and u > 0 else float(k) for u, k in zip(ok["output_tokens_usage"], ok["output_tokens_chunks"])])
         if len(ok) else None,

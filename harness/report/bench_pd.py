@@ -31,7 +31,7 @@ from harness.outdir import writable_dir
 from harness.report.renderer import ReportOptions, RunSource
 from harness.target.prediction import PREDICTION_FILE, SIMULATED_LABEL, NoPrediction, TargetPrediction, prediction_rows
 from harness.units import fmt_ms, fmt_num
-from workloads.summary import read_summary
+from workloads.summary import LoadSummary, read_summary
 
 RUN_KINDS = ("load",)
 
@@ -125,7 +125,7 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
     metrics = run.table("server_metrics") if "server_metrics" in tables else None
     emits = run.table("target_emits") if "target_emits" in tables else None
     side = read_summary(run)  # a run killed before its summary.json is summarised from its stored requests table
-    summary = side["load"]
+    summary = side.load
     try:
         plan = run.json("plan.json")
     except FileNotFoundError:
@@ -138,7 +138,7 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
     pred = None if simulated else _prediction(run)
     startup_s = float(engine.get("startup_s", facts.get("startup", {}).get("startup_s", 0.0)) or 0.0) if simulated else 0.0
     ok = req[req["error_class"] == "ok"]
-    span = float(side.get("span_s", 0.0))
+    span = side.span_s
     figs: dict[str, str] = {}
 
     # latency distributions
@@ -235,24 +235,24 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
     drain_pd = facts.get("drain", {}).get("pd", {})
     rows: list[tuple[str, str, str]] = [
         ("request throughput, steady state (window)",
-         (f"{summary['request_throughput_per_s']:.3f} req/s" if not summary.get("window_note")
-          else f"none completed in the window: {summary['window_note']}"),
+         (f"{summary.request_throughput_per_s:.3f} req/s" if not summary.window_note
+          else f"none completed in the window: {summary.window_note}"),
          f"μ_PD {_num(facts.get('pd_requests_per_s'))} req/s ({facts.get('pd_bound', '—')}-bound); arrival {_num(facts.get('arrival_rate_per_s'))} req/s; "
          f"colocated {_num(facts.get('colocated_requests_per_s'))}, chunked {_num(facts.get('chunked_requests_per_s'))}"),
         ("request throughput incl. startup and drain (vLLM bench serve)",
-         f"{summary.get('request_throughput_incl_drain_per_s', math.nan):.3f} req/s over {summary.get('run_duration_s', math.nan):.1f} s",
+         f"{summary.request_throughput_incl_drain_per_s:.3f} req/s over {summary.run_duration_s:.1f} s",
          "every successful completion ÷ (t0 … last completion)"),
-        ("output tokens/s", f"{summary['output_tokens_per_s']:.0f}",
+        ("output tokens/s", f"{summary.output_tokens_per_s:.0f}",
          f"{_num((facts.get('pd_requests_per_s') or math.nan) * (facts.get('output_tokens') or math.nan), '.0f')} at μ_PD"),
-        ("TTFT p50 / p99", f"{_ms(summary['ttft_s']['p50'])} / {_ms(summary['ttft_s']['p99'])}",
+        ("TTFT p50 / p99", f"{_ms(summary.ttft_s.p50)} / {_ms(summary.ttft_s.p99)}",
          f"floor d_P + T_KV = {_ms(facts.get('ttft_floor_s'))} (T_KV {_ms(facts.get('kv_transfer_s'))})"),
-        ("TTFT from intended p50 / p99", f"{_ms(summary['ttft_from_intended_s']['p50'])} / {_ms(summary['ttft_from_intended_s']['p99'])}", ""),
-        ("TPOT p50 / p99", f"{_ms(summary['tpot_s']['p50'])} / {_ms(summary['tpot_s']['p99'])}",
+        ("TTFT from intended p50 / p99", f"{_ms(summary.ttft_from_intended_s.p50)} / {_ms(summary.ttft_from_intended_s.p99)}", ""),
+        ("TPOT p50 / p99", f"{_ms(summary.tpot_s.p50)} / {_ms(summary.tpot_s.p99)}",
          f"decode step at batch 32: {_ms(facts.get('decode_step_s'))} (smaller batches step faster)"),
-        ("ITL p50 / p99", f"{_ms(summary['itl_s']['p50'])} / {_ms(summary['itl_s']['p99'])}", ""),
-        ("E2E p50 / p99", f"{_ms(summary['e2e_s']['p50'])} / {_ms(summary['e2e_s']['p99'])}", ""),
-        ("goodput", f"{_num(summary['goodput_per_s'])} req/s ({_num((summary['goodput_fraction'] or math.nan) * 100, '.0f')}% of measured)",
-         "SLO " + ", ".join(f"{k} ≤ {_ms(v)}" for k, v in summary["slo"].items() if v is not None)),
+        ("ITL p50 / p99", f"{_ms(summary.itl_s.p50)} / {_ms(summary.itl_s.p99)}", ""),
+        ("E2E p50 / p99", f"{_ms(summary.e2e_s.p50)} / {_ms(summary.e2e_s.p99)}", ""),
+        ("goodput", f"{_num(summary.goodput_per_s)} req/s ({_num((summary.goodput_fraction or math.nan) * 100, '.0f')}% of measured)",
+         "SLO " + ", ".join(f"{k} ≤ {_ms(v)}" for k, v in summary.slo.items() if v is not None)),
         ("waiting queue emptied after startup at", f"{_num(clear_s, '.1f')} s" if clear_s is not None else "not within the run",
          (f"§9.6.1 fluid model clears the backlog at {_num(drain_pd.get('clear_at_s'), '.1f')} s (PD, μ fixed at μ_PD); "
           f"backlog {_num(facts.get('startup', {}).get('backlog_requests'), '.0f')} requests"
@@ -263,22 +263,22 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
          if simulated and engine.get("mode") == "pd" else ("colocated" if simulated else "external deployment"),
          "model best: P " + ", ".join(f"{n}×{g}" for g, n in (facts.get("pd_prefill") or {}).items() if n)
          + "; D " + ", ".join(f"{n}×{g}" for g, n in (facts.get("pd_decode") or {}).items() if n) if facts.get("pd_prefill") else ""),
-        ("schedule lag p50 / p99 / max", f"{_ms(summary['schedule_lag_s']['p50'])} / {_ms(summary['schedule_lag_s']['p99'])} / {_ms(summary['schedule_lag_s']['max'])}",
-         f"achieved {summary['achieved_send_rate_per_s']:.3f} vs intended {summary['intended_rate_per_s']:.3f} req/s"),
-        ("errors", ", ".join(f"{k}: {v}" for k, v in summary["errors_by_class"].items() if k != "ok") or "none", ""),
-        ("token counts (usage vs chunks)", f"{summary['token_count_mismatches']} mismatches, {summary['usage_missing']} without usage", ""),
+        ("schedule lag p50 / p99 / max", f"{_ms(summary.schedule_lag_s.p50)} / {_ms(summary.schedule_lag_s.p99)} / {_ms(summary.schedule_lag_s.max)}",
+         f"achieved {summary.achieved_send_rate_per_s:.3f} vs intended {summary.intended_rate_per_s:.3f} req/s"),
+        ("errors", ", ".join(f"{k}: {v}" for k, v in summary.errors_by_class.items() if k != "ok") or "none", ""),
+        ("token counts (usage vs chunks)", f"{summary.token_count_mismatches} mismatches, {summary.usage_missing} without usage", ""),
     ]
-    cc = summary.get("engine_crosscheck")
+    cc = summary.engine_crosscheck
     if cc:
         rows.append(("client TTFT − engine prompt time (per request)",
-                     f"p50 {_ms(cc['ttft_minus_engine_prompt_s']['p50'])}, p99 {_ms(cc['ttft_minus_engine_prompt_s']['p99'])}",
-                     f"{cc['requests']} requests with engine timings; engine prompt time p50 {_ms(cc['engine_prompt_s']['p50'])}; "
-                     f"streamed vs engine-counted output tokens differ in {cc['output_tokens_diff_nonzero']}"))
+                     f"p50 {_ms(cc.ttft_minus_engine_prompt_s.p50)}, p99 {_ms(cc.ttft_minus_engine_prompt_s.p99)}",
+                     f"{cc.requests} requests with engine timings; engine prompt time p50 {_ms(cc.engine_prompt_s.p50)}; "
+                     f"streamed vs engine-counted output tokens differ in {cc.output_tokens_diff_nonzero}"))
     if terr:
         rows.append(("client TTFT timing error vs target emit log", f"p50 {_ms(terr['p50_s'])}, p99 {_ms(terr['p99_s'])}, max {_ms(terr['max_s'])}",
                      f"{terr['count']} requests matched by response id"))
-    validity = "VALID" if summary["valid"] else "INVALID: " + "; ".join(summary["invalid_reasons"])
-    validity = f"{summary.get('load_mode', 'open-loop')} · {validity}"  # closed-loop runs say so wherever they are shown
+    validity = "VALID" if summary.valid else "INVALID: " + "; ".join(summary.invalid_reasons)
+    validity = f"{summary.load_mode} · {validity}"  # closed-loop runs say so wherever they are shown
     banner = ("SIMULATED: the target is the harness's embedded emulator (harness.target); its timings come from the "
               "Chapter 9 model, not from a GPU.") if simulated else f"Target: {m.extra.get('target_url', 'external')}"
     if not simulated:
@@ -289,10 +289,10 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
     sections = [] if simulated else [*(_twin_section(pred, summary) if pred else []), *_scenario_plan_section(plan_facts, m)]
     title = f"bench-pd — {m.extra.get('scenario', '')} — {m.run_id}"
 
-    derived = [f"Note: {side['note']}.", ""] if side.get("derived") else []
+    derived = [f"Note: {side.note}.", ""] if side.derived else []
     md = [f"# {title}", "", f"**{banner}**", "", f"Run: `{run.path}` · status {m.status} · {validity}", "", *derived,
-          f"Window {summary['window_start_s']:.1f}–{summary['window_end_s']:.1f} s · {summary['requests_total']} requests "
-          f"({summary['requests_ok']} ok of {summary['requests_measured']} measured)", "",
+          f"Window {summary.window_start_s:.1f}–{summary.window_end_s:.1f} s · {summary.requests_total} requests "
+          f"({summary.requests_ok} ok of {summary.requests_measured} measured)", "",
           f"| quantity | measured | {model_header} |", "|---|---|---|"]
     md += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     for heading, paragraphs, table in sections:
@@ -318,7 +318,7 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
          "table{border-collapse:collapse}.sim{background:#fff3cd;padding:8px;border:1px solid #e0c060}</style></head><body>",
          f"<h1>{html.escape(title)}</h1>", f"<p class='sim'><b>{html.escape(banner)}</b></p>",
          f"<p>Run <code>{html.escape(str(run.path))}</code> · status {html.escape(m.status)} · <b>{html.escape(validity)}</b></p>",
-         *([f"<p>Note: {html.escape(side['note'])}.</p>"] if side.get("derived") else []),
+         *([f"<p>Note: {html.escape(side.note or '')}.</p>"] if side.derived else []),
          f"<table><tr><th>quantity</th><th>measured</th><th>{html.escape(model_header)}</th></tr>"]
     h += [f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape(c)}</td></tr>" for a, b, c in rows]
     h.append("</table>")
@@ -348,7 +348,7 @@ def _prediction(run: Any) -> TargetPrediction | None:
     return TargetPrediction.from_dict(raw, str(run.path / PREDICTION_FILE))
 
 
-def twin_lines(prediction: dict[str, Any] | None, summary: dict[str, Any]) -> list[str]:
+def twin_lines(prediction: dict[str, Any] | None, summary: LoadSummary) -> list[str]:
     """Text lines for a real target's run: the twin's prediction (simulated) against the measured summary, with errors,
     or how to make one (`prediction`: the run's prediction.json document, or None)."""
     if prediction is None:
@@ -373,7 +373,7 @@ _FIGURE_ROWS = ("request throughput, steady state (window)", "request throughput
                 "PD allocation")
 
 
-def _real_target_cell(label: str, plan_cell: str, pred: TargetPrediction | None, summary: dict[str, Any]) -> str:
+def _real_target_cell(label: str, plan_cell: str, pred: TargetPrediction | None, summary: LoadSummary) -> str:
     """The model cell of a real target's row: the twin's prediction with its error, or no prediction (never the
     scenario's GPU plan, which predicts the scenario's deployment, not this target)."""
     if label not in _FIGURE_ROWS:
@@ -398,7 +398,7 @@ def _real_target_cell(label: str, plan_cell: str, pred: TargetPrediction | None,
     return cells.get(label, "—")
 
 
-def _twin_section(pred: TargetPrediction, summary: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+def _twin_section(pred: TargetPrediction, summary: LoadSummary) -> list[tuple[str, list[str], list[list[str]]]]:
     src = pred.source
     table = [["quantity", SIMULATED_LABEL, "measured", "error (predicted − measured) / measured"]]
     for r in prediction_rows(pred, summary):

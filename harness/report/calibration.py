@@ -23,6 +23,7 @@ from harness.report.conclusions import evaluate
 from harness.report.page import Figure, Page, Table
 from harness.report.renderer import ReportOptions
 from harness.units import fmt_num, fmt_pct
+from harness.served import Percentiles
 
 RUN_KINDS = ("micro", "calibration")
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "workloads" / "scenarios" / "ch9-hetero-pd.toml"
@@ -392,12 +393,12 @@ def _simulated(run: Any) -> bool:
 
 def _load_summary(run: Any) -> tuple[float, float | None, float | None] | None:
     """(completed req/s, TTFT p50 s, intended req/s) of a load run, from its summary.json or requests table."""
-    try:
+    try:  # the few figures used, from any summary.json that has them (hand-made fixtures hold only these)
         d = run.json("summary.json")
         load = d.get("load", d)
-        return (float(load["request_throughput_per_s"]), (load.get("ttft_s") or {}).get("p50"),
+        return (float(load["request_throughput_per_s"]), Percentiles.from_dict(load.get("ttft_s")).p50,
                 load.get("intended_rate_per_s"))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (HarnessError, OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
     try:
         df = run.table("requests")

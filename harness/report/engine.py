@@ -54,7 +54,7 @@ def render_session(res: "SessionResult", benches: "list[BenchCheck]") -> str:
         for bc in benches:
             s = bc.summary
             lines += [f"\nbench-pd ({bc.api}): {bc.run_dir}",
-                      f"  {s['requests_ok']} ok of {s['requests_total']}, {s['output_tokens_per_s']:.1f} output tokens/s",
+                      f"  {s.requests_ok} ok of {s.requests_total}, {s.output_tokens_per_s:.1f} output tokens/s",
                       *("  " + ln for ln in twin_lines(bc.prediction, s)),
                       "  client vs engine (llama.cpp /metrics deltas over the run):"]
             lines += ["  " + ln for ln in render_rows(bc.rows).splitlines()]

@@ -274,22 +274,22 @@ def run_sweep(o: SweepOptions, progress: ProgressFn | None = None) -> SweepResul
             notes.append(f"{lab}: failed: {exc}")
             continue
         run = Run(run_dir)
-        summ = read_summary(run)["load"]
-        lat = latency_stats(run.table("requests"), summ["window_start_s"], summ["window_end_s"], ts)
-        tps = summ["output_tokens_per_s"] * ts
-        good = summ["goodput_per_s"] * ts if summ["goodput_per_s"] is not None else None
+        summ = read_summary(run).load
+        lat = latency_stats(run.table("requests"), summ.window_start_s, summ.window_end_s, ts)
+        tps = summ.output_tokens_per_s * ts
+        good = summ.goodput_per_s * ts if summ.goodput_per_s is not None else None
         p95 = lat[o.latency]["p95"]
         row.update(status="ok", load_run_dir=str(run_dir), output_tokens_per_s=tps,
-                   request_throughput_per_s=summ["request_throughput_per_s"] * ts, goodput_per_s=good,
-                   goodput_fraction=summ["goodput_fraction"], requests_ok=summ["requests_ok"],
-                   requests_measured=summ["requests_measured"], valid=bool(summ["valid"]),
-                   invalid_reasons="; ".join(summ["invalid_reasons"]), time_to_ready_s=ttr)
+                   request_throughput_per_s=summ.request_throughput_per_s * ts, goodput_per_s=good,
+                   goodput_fraction=summ.goodput_fraction, requests_ok=summ.requests_ok,
+                   requests_measured=summ.requests_measured, valid=summ.valid,
+                   invalid_reasons="; ".join(summ.invalid_reasons), time_to_ready_s=ttr)
         for m, st in lat.items():
             row[f"{m}_p50_s"], row[f"{m}_p95_s"], row[f"{m}_p99_s"] = st["p50"], st["p95"], st["p99"]
         if target_lat is not None:
             req = run.table("requests")
             intended = req["intended_ns"].to_numpy(dtype=float) / 1e9
-            ids = req.loc[(req["error_class"] == "ok") & (intended >= summ["window_start_s"]) & (intended < summ["window_end_s"]),
+            ids = req.loc[(req["error_class"] == "ok") & (intended >= summ.window_start_s) & (intended < summ.window_end_s),
                           "response_id"]
             for m, st in latency_percentiles(target_lat, ids).items():
                 row[f"target_{m}_p50_s"], row[f"target_{m}_p95_s"], row[f"target_{m}_p99_s"] = st["p50"], st["p95"], st["p99"]
@@ -299,7 +299,7 @@ def run_sweep(o: SweepOptions, progress: ProgressFn | None = None) -> SweepResul
             continue
         r = reward(tps, p95, o.sla_s, o.lam)
         row["reward"] = r
-        scored.append(ScoredPoint(p.index, lab, tps, p95, r, good, bool(summ["valid"])))
+        scored.append(ScoredPoint(p.index, lab, tps, p95, r, good, summ.valid))
         rows.append(row)
     if not scored:
         raise HarnessError("sweep: no setting produced a measurement:\n" + "\n".join(f"  {r['label']}: {r['reason']}" for r in rows))

@@ -128,22 +128,18 @@ class PredictionRow:
         return {**asdict(self), "error": self.error}
 
 
-def prediction_rows(pred: TargetPrediction, summary: dict[str, Any]) -> list[PredictionRow]:
-    """The prediction against the run's measured summary (workloads.summary's `load` document)."""
+def prediction_rows(pred: TargetPrediction, summary: Any) -> list[PredictionRow]:
+    """The prediction against the run's measured summary (a workloads.summary.LoadSummary)."""
     f = pred.figures
-    empty = bool(summary.get("window_note"))
-
-    def pct(name: str, q: str) -> float | None:
-        return (summary.get(name) or {}).get(q)
-
+    empty = bool(summary.window_note)
     return [
         PredictionRow("request throughput, steady state (window)", "req/s", f.request_throughput_per_s,
-                      None if empty else summary.get("request_throughput_per_s")),
-        PredictionRow("output tokens/s (window)", "tokens/s", f.output_tokens_per_s, None if empty else summary.get("output_tokens_per_s")),
-        PredictionRow("TTFT p50", "s", f.ttft_p50_s, pct("ttft_s", "p50")),
-        PredictionRow("TTFT p90", "s", f.ttft_p90_s, pct("ttft_s", "p90")),
-        PredictionRow("TPOT p50", "s", f.tpot_p50_s, pct("tpot_s", "p50")),
-        PredictionRow("E2E p50", "s", f.e2e_p50_s, pct("e2e_s", "p50")),
+                      None if empty else summary.request_throughput_per_s),
+        PredictionRow("output tokens/s (window)", "tokens/s", f.output_tokens_per_s, None if empty else summary.output_tokens_per_s),
+        PredictionRow("TTFT p50", "s", f.ttft_p50_s, summary.ttft_s.p50),
+        PredictionRow("TTFT p90", "s", f.ttft_p90_s, summary.ttft_s.p90),
+        PredictionRow("TPOT p50", "s", f.tpot_p50_s, summary.tpot_s.p50),
+        PredictionRow("E2E p50", "s", f.e2e_p50_s, summary.e2e_s.p50),
     ]
 
 

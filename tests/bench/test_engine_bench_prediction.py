@@ -3,10 +3,18 @@ twin then predicts the run), and the prediction comes back with each bench; the 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
+
+import pandas as pd
 
 from harness.bench import engine as uc
 from harness.bench.pd import BenchPdResult
+from workloads.summary import summarise
+
+
+def fake_summary(**figures):
+    return replace(summarise(pd.DataFrame(), span_s=1.0), **figures)
 
 
 def fake_engine():
@@ -22,7 +30,7 @@ def test_the_calibration_and_the_engine_config_reach_bench_pd(monkeypatch):
 
     def bench_pd(opts, progress=None):
         seen.append(opts)
-        return BenchPdResult("run", [], {"requests_ok": 1}, opts.target_url, pred if opts.calibration else None)
+        return BenchPdResult("run", [], fake_summary(requests_ok=1), opts.target_url, pred if opts.calibration else None)
 
     monkeypatch.setattr(uc, "bench_pd", bench_pd)
     monkeypatch.setattr(uc.prom, "scrape", lambda *a, **k: {})
@@ -42,6 +50,6 @@ def test_the_session_text_says_whether_the_run_was_predicted():
     t = SimpleNamespace(healthy_s=1.0, first_request_s=1.5, probe_latency_s=0.1)
     res = SimpleNamespace(time_to_ready=t, engine={"name": "llama.cpp"}, endpoint="http://x", metrics={}, notes=[],
                           stop_codes={"server": 0}, run_dir=None)
-    bench = uc.BenchCheck("chat", "run", [], {"requests_ok": 1, "requests_total": 1, "output_tokens_per_s": 2.0}, [], None)
+    bench = uc.BenchCheck("chat", "run", [], fake_summary(requests_ok=1, requests_total=1, output_tokens_per_s=2.0), [], None)
     text = render_session(res, [bench])
     assert "no prediction for this target" in text and "GPU PD plan" not in text

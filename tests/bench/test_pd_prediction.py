@@ -22,6 +22,7 @@ from harness.cli import main
 from harness.report.bench_pd import render, twin_lines
 from harness.store import Run
 from harness.target.prediction import PREDICTION_FILE, PREDICTION_SCHEMA_VERSION, TargetPrediction, prediction_rows
+from workloads.summary import LoadSummary, read_summary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "target"))
 from twin_fixtures import write_twin  # noqa: E402
@@ -68,7 +69,7 @@ def test_the_twin_predicts_the_run_it_serves_with_small_errors(predicted_run):
     assert pred.requests == s["requests_total"] == 4
     assert (pred.window_start_s, pred.window_end_s) == (s["window_start_s"], s["window_end_s"]) == (0.0, 8.0)
     assert s["errors_by_class"] == {"ok": 4}
-    rows = {r.quantity: r for r in prediction_rows(pred, s)}
+    rows = {r.quantity: r for r in prediction_rows(pred, LoadSummary.from_dict(s))}
     # every completion lands ~1 s inside the window in both: the same count, so the same throughput
     assert rows["request throughput, steady state (window)"].error == pytest.approx(0.0, abs=1e-9)
     assert rows["output tokens/s (window)"].error == pytest.approx(0.0, abs=1e-9)
@@ -106,5 +107,5 @@ def test_without_a_prediction_the_report_says_so_and_how_to_make_one(predicted_r
     assert "harness loop cpu" in table and "--calibration calibration/<machine>.step-time.json --engine-config NAME" in table
     assert "μ_PD" not in table and "Twin prediction" not in md
     assert "not a prediction of this target" in md
-    lines = twin_lines(None, Run(bare).json("summary.json")["load"])
+    lines = twin_lines(None, read_summary(Run(bare)).load)
     assert lines[0].startswith("model: no prediction for this target: ") and "make step-time" in lines[0]

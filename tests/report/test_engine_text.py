@@ -1,10 +1,15 @@
 """Text output of `harness engine` (harness.report.engine), from the use case's records."""
 
+from dataclasses import replace
+
+import pandas as pd
+
 from harness.bench.engine import BenchCheck, EngineCheck
 from harness.engines.crosscheck import CrossRow
 from harness.engines.launcher import TimeToReady
 from harness.engines.session import SessionResult
 from harness.report.engine import render_check, render_session
+from workloads.summary import summarise
 
 
 def test_check_line_names_the_processes_and_a_missing_binary():
@@ -19,7 +24,8 @@ def test_session_summary_with_a_bench_cross_check():
     res = SessionResult("cfg", "http://127.0.0.1:18080", "results/m/r1", {"name": "llama.cpp", "version": "b1", "served_name": "g"},
                         t, {"server": 12}, {"server": 0}, ["a note"])
     row = CrossRow("output tokens", 320.0, 320.0, 0.0, 0.0, "streamed vs counted")
-    bc = BenchCheck("chat", "results/m/r2", [], {"requests_ok": 10, "requests_total": 10, "output_tokens_per_s": 12.5}, [row])
+    summary = replace(summarise(pd.DataFrame(), span_s=1.0), requests_ok=10, requests_total=10, output_tokens_per_s=12.5)
+    bc = BenchCheck("chat", "results/m/r2", [], summary, [row])
     text = render_session(res, [bc])
     lines = text.splitlines()
     assert lines[0] == "engine      llama.cpp version b1 (commit unknown)"

@@ -3,11 +3,16 @@ round-tripped, a newer or damaged file refused; errors are (predicted − measur
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pandas as pd
 import pytest
 
 from harness.errors import HarnessError
 from harness.target.prediction import PredictionRow, PredictionSource, TargetPrediction, predict_artifact, prediction_rows
+from harness.served import Percentiles
 from harness.target.twin import predict_point, requests_from_rows
+from workloads.summary import summarise
 from twin_fixtures import roofline_twin
 
 ROWS = [{"intended_s": 2.0 * i, "prompt_tokens_target": 128, "max_tokens": 6, "prefix_group": -1, "prefix_tokens": 0}
@@ -39,12 +44,14 @@ def test_a_newer_or_damaged_prediction_is_refused():
 def test_errors_against_a_measured_summary():
     p = predict_artifact(roofline_twin(), ROWS, span_s=20.0, rate_per_s=0.5, source=SRC)
     f = p.figures
-    summary = {"request_throughput_per_s": f.request_throughput_per_s * 2, "output_tokens_per_s": 0.0,
-               "ttft_s": {"p50": f.ttft_p50_s / 2, "p90": None}, "tpot_s": {"p50": f.tpot_p50_s}, "e2e_s": {"p50": f.e2e_p50_s}}
+    summary = replace(summarise(pd.DataFrame(), span_s=1.0), window_note=None,
+                      request_throughput_per_s=f.request_throughput_per_s * 2, output_tokens_per_s=0.0,
+                      ttft_s=Percentiles(1, p50=f.ttft_p50_s / 2), tpot_s=Percentiles(1, p50=f.tpot_p50_s),
+                      e2e_s=Percentiles(1, p50=f.e2e_p50_s))
     r = {row.quantity: row for row in prediction_rows(p, summary)}
     assert r["request throughput, steady state (window)"].error == pytest.approx(-0.5)
     assert r["TTFT p50"].error == pytest.approx(1.0) and r["TPOT p50"].error == pytest.approx(0.0)
     assert r["output tokens/s (window)"].error is None and r["TTFT p90"].error is None  # nothing measured: no error
-    empty = prediction_rows(p, {**summary, "window_note": "nothing completed"})
+    empty = prediction_rows(p, replace(summary, window_note="nothing completed"))
     assert empty[0].measured is None
     assert PredictionRow("x", "s", 1.0, 2.0).to_dict()["error"] == pytest.approx(-0.5)

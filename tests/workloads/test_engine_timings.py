@@ -51,7 +51,7 @@ def test_summary_reports_the_cross_check():
     df = pd.DataFrame(recs)
     s = summarise(df, span_s=1.0, options=SummaryOptions(warmup_s=0.0, cooldown_s=0.0))
     cc = s.engine_crosscheck
-    assert cc["requests"] == 5
-    assert cc["output_tokens_diff_nonzero"] == 1 and cc["output_tokens_diff_max_abs"] == 1
-    assert cc["ttft_minus_engine_prompt_s"]["p50"] == pytest.approx(0.050, abs=1e-9)  # (150+i) ms − (100+i) ms
+    assert cc.requests == 5
+    assert cc.output_tokens_diff_nonzero == 1 and cc.output_tokens_diff_max_abs == 1
+    assert cc.ttft_minus_engine_prompt_s.p50 == pytest.approx(0.050, abs=1e-9)  # (150+i) ms − (100+i) ms
     assert summarise(pd.DataFrame([_record(_stream(None))]), span_s=1.0).engine_crosscheck is None

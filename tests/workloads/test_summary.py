@@ -24,8 +24,8 @@ def test_goodput_counts_requests_meeting_every_slo():
     assert s.requests_measured == 20
     assert s.goodput_fraction == pytest.approx(0.5)
     assert s.goodput_per_s == pytest.approx(10 / 10.0)
-    assert s.tpot_s["p50"] == pytest.approx(0.02, rel=1e-6)
-    assert s.itl_s["p50"] == pytest.approx(0.02, rel=1e-3)
+    assert s.tpot_s.p50 == pytest.approx(0.02, rel=1e-6)
+    assert s.itl_s.p50 == pytest.approx(0.02, rel=1e-3)
     assert s.valid
 
 
@@ -47,7 +47,7 @@ def test_errors_are_counted_by_class_and_excluded_from_latency():
     rows = [_rec(0, 0.0, 0.1, 0.01), _rec(1, 0.5, 9.0, 0.01, cls="timeout")]
     s = summarise(pd.DataFrame(rows), span_s=1.0)
     assert s.errors_by_class == {"ok": 1, "timeout": 1}
-    assert s.ttft_s["max"] == pytest.approx(0.1)
+    assert s.ttft_s.max == pytest.approx(0.1)
 
 
 def _stored_run(tmp_path, rows, *, span_s, options, with_summary=True, status="complete"):
@@ -99,9 +99,9 @@ def test_a_killed_run_is_summarised_from_its_table_with_its_recorded_options(tmp
     rows = _mixed_rows()
     run = Run(_stored_run(tmp_path, rows, span_s=10.0, options=opts, with_summary=False, status="failed"))
     doc = read_summary(run)
-    assert doc["derived"] is True and "status failed" in doc["note"] and doc["schema_version"] == 1
-    assert doc["span_s"] == 10.0 and doc["options"]["warmup_s"] == 2.0  # from the manifest, not the defaults
-    assert doc["load"] == summarise(pd.DataFrame(rows), span_s=10.0, options=opts).to_dict()
+    assert doc.derived is True and "status failed" in doc.note and doc.schema_version == 1
+    assert doc.span_s == 10.0 and doc.options.warmup_s == 2.0  # from the manifest, not the defaults
+    assert doc.load == summarise(pd.DataFrame(rows), span_s=10.0, options=opts)
 
 
 def test_summary_json_is_versioned_and_a_newer_one_is_refused(tmp_path):
@@ -116,7 +116,7 @@ def test_summary_json_is_versioned_and_a_newer_one_is_refused(tmp_path):
     assert doc["schema_version"] == SUMMARY_SCHEMA_VERSION and doc["derived_from"] == "requests table"
     del doc["schema_version"]  # written before summary.json was versioned: version 1
     (path / "summary.json").write_text(json.dumps(doc))
-    assert read_summary(Run(path))["schema_version"] == 1
+    assert read_summary(Run(path)).schema_version == 1
     doc["schema_version"] = SUMMARY_SCHEMA_VERSION + 1
     (path / "summary.json").write_text(json.dumps(doc))
     with pytest.raises(HarnessError, match="newer than this harness understands.*upgrade the harness"):
@@ -173,3 +173,46 @@ def test_closed_loop_ignores_the_unused_pool():
     rows += [{**_rec(5 + i, 0.0, 0.1, 0.01, cls="not_sent"), "intended_ns": None, "sent_ns": None, "chunk_ns": []} for i in range(5)]
     s = summarise(pd.DataFrame(rows), span_s=1.0, options=SummaryOptions(closed_loop=True))
     assert s.valid and s.load_mode == "closed-loop"
+
+
+def test_percentiles_are_typed_and_stored_in_the_old_shape(tmp_path):
+    import json
+
+    from harness.served import Percentiles
+    from harness.store import Run
+    from workloads.summary import LoadSummary, read_summary
+
+    opts = SummaryOptions(slo_ttft_s=0.25)
+    path = _stored_run(tmp_path, _mixed_rows(), span_s=10.0, options=opts)
+    s = read_summary(Run(path)).load
+    assert isinstance(s.ttft_s, Percentiles) and isinstance(s.schedule_lag_s, Percentiles) and s.ttft_s.count == 39
+    stored = json.loads((path / "summary.json").read_text())["load"]
+    for name in ("ttft_s", "ttft_from_intended_s", "tpot_s", "itl_s", "e2e_s", "e2e_from_intended_s", "schedule_lag_s"):
+        assert list(stored[name]) == ["count", "mean", "p50", "p90", "p99", "max"], name  # the dicts of every earlier version
+    assert LoadSummary.from_dict(stored) == s and LoadSummary.from_dict(s.to_dict()) == s
+
+
+def test_a_summary_written_before_the_later_fields_still_reads(tmp_path):
+    """summary.json as the first versions wrote it: no schema_version, none of the fields added since (drain-inclusive
+    figures, load mode, error fraction, engine cross-check ...)."""
+    import json
+
+    from harness.errors import HarnessError
+    from harness.store import Run
+    from workloads.summary import read_summary
+
+    path = _stored_run(tmp_path, _mixed_rows(), span_s=10.0, options=SummaryOptions())
+    p = {"count": 3, "mean": 0.2, "p50": 0.2, "p90": 0.3, "p99": 0.3, "max": 0.3}
+    old = {"window_start_s": 0.0, "window_end_s": 10.0, "requests_total": 3, "requests_measured": 3, "requests_ok": 3,
+           "errors_by_class": {"ok": 3}, "request_throughput_per_s": 0.3, "output_tokens_per_s": 3.0,
+           "output_tokens_per_s_usage": 3.0, "ttft_s": p, "ttft_from_intended_s": p, "tpot_s": p, "itl_s": p, "e2e_s": p,
+           "e2e_from_intended_s": p, "goodput_per_s": None, "goodput_fraction": None, "slo": {}, "schedule_lag_s": p,
+           "intended_rate_per_s": 0.3, "achieved_send_rate_per_s": 0.3, "token_count_mismatches": 0, "usage_missing": 0}
+    (path / "summary.json").write_text(json.dumps({"load": old, "span_s": 10.0}))
+    doc = read_summary(Run(path))
+    assert doc.schema_version == 1 and doc.load.ttft_s.p90 == 0.3 and doc.load.load_mode == "open-loop"
+    assert doc.load.engine_crosscheck is None and doc.load.run_duration_s == 0.0
+    del old["ttft_s"]
+    (path / "summary.json").write_text(json.dumps({"load": old, "span_s": 10.0}))
+    with pytest.raises(HarnessError, match="load summary field 'ttft_s' is missing.*delete the file"):
+        read_summary(Run(path))
