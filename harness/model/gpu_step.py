@@ -188,6 +188,7 @@ class GpuStepModel:
     # all-reduce (TensorRT-LLM's residual + RMSNorm all-reduce fusion) runs fewer
     _cache: Any = field(init=False, repr=False, compare=False)
     _shapes: Any = field(init=False, repr=False, compare=False)
+    curve_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # for the twin's decode stretches
 
     def __post_init__(self) -> None:
         check_parallel(self.model, self.parallel)

@@ -154,18 +154,34 @@ class KernelTables:
     allreduce: Mapping[int, GridTable] = field(default_factory=dict)
     smallest_kernel_s: float | None = None
     notes: tuple[str, ...] = ()
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # (op, coordinates) -> seconds
 
     def gemm_s(self, kernel: str, m: float, n: float, k: float) -> float | None:
+        key = ("gemm", kernel, m, n, k)
+        hit = self._memo.get(key)
+        if hit is not None or key in self._memo:
+            return hit
         t = self.gemm.get(kernel)
-        if t is None:
-            return None
-        return t.time_s(m, n, k)
+        out = None if t is None else t.time_s(m, n, k)
+        self._memo[key] = out
+        return out
 
     def attention_s(self, phase: str, key: AttentionKey, batch: float, tokens: float) -> float | None:
         """Latency of one layer's attention for `batch` sequences of `tokens` (decode: context; prefill: prompt), at
         the measured shape nearest `key`: same head dim and KV dtype, window; heads scaled linearly from the nearest."""
+        memo_key = ("attn", phase, key, round(batch, 3), round(tokens, 1))
+        if memo_key in self._memo:
+            return self._memo[memo_key]
+        out = self._attention_s(phase, key, batch, tokens)
+        self._memo[memo_key] = out
+        return out
+
+    def _attention_s(self, phase: str, key: AttentionKey, batch: float, tokens: float) -> float | None:
         tables = self.decode_attention if phase == "decode" else self.prefill_attention
-        best = _nearest_key(tables, key)
+        near = ("near", phase, key)
+        if near not in self._memo:
+            self._memo[near] = _nearest_key(tables, key)
+        best = self._memo[near]
         if best is None:
             return None
         scale = (key.heads / best.heads) if best.heads != key.heads else 1.0
@@ -174,8 +190,13 @@ class KernelTables:
         return tables[best].time_s(max(1.0, batch), max(1.0, tokens)) * scale
 
     def allreduce_s(self, cards: int, payload_bytes: float) -> float | None:
+        key = ("ar", cards, payload_bytes)
+        if key in self._memo:
+            return self._memo[key]
         t = self.allreduce.get(cards)
-        return None if t is None else t.time_s(max(1.0, payload_bytes))
+        out = None if t is None else t.time_s(max(1.0, payload_bytes))
+        self._memo[key] = out
+        return out
 
 
 def _nearest_key(tables: Mapping[AttentionKey, GridTable], key: AttentionKey) -> AttentionKey | None:

@@ -33,6 +33,9 @@ from harness.target.trtllm import TrtllmScheduler, TrtllmSettings
 
 GiB = 1024**3
 RUNTIME_RESERVE_BYTES = 1.0 * GiB
+# step models by (model, GPU, layout, precision, KV bytes, constants, kernels per layer): built once per process, so their
+# memoised step times serve every prediction of the same instance shape
+_STEP_MODELS: dict[tuple, tuple[StepConstants, GpuStepModel]] = {}
 SGLANG_MAX_RUNNING_REQUESTS = 4096
 SGLANG_MEM_FRACTION_STATIC = 0.88
 VLLM_GPU_MEMORY_UTILIZATION = 0.9
@@ -92,9 +95,14 @@ def build_instance(engine: str, role: str, model: ModelSpec, gpu_name: str, para
         # TensorRT-LLM fuses the residual add and RMSNorm into its all-reduce when tp > 1 (AllReduceFusionOp
         # RESIDUAL_RMS_NORM): one element-wise kernel per layer is left, the gated activation
         ew = 1 if engine == "trtllm" and parallel.tp > 1 else ELEMENTWISE_KERNELS_PER_LAYER
-        step_model = GpuStepModel(model, gpu, parallel, precision, kv_bytes_per_elem, constants.constants,
-                                  link.bandwidth_bytes_per_s if link else None,
-                                  link.startup_latency_s if link else 5e-6, constants.tables, ew)
+        key = (model, gpu.name, parallel, precision.name, kv_bytes_per_elem, id(constants), ew)
+        step_model = _STEP_MODELS.get(key)
+        if step_model is None or step_model[0] is not constants:
+            sm = GpuStepModel(model, gpu, parallel, precision, kv_bytes_per_elem, constants.constants,
+                              link.bandwidth_bytes_per_s if link else None, link.startup_latency_s if link else 5e-6,
+                              constants.tables, ew)
+            _STEP_MODELS[key] = step_model = (constants, sm)
+        step_model = step_model[1]
     if engine == "vllm":
         seqs, budget = vllm_defaults(gpu)
         seqs = max_batch or seqs

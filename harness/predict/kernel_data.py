@@ -10,7 +10,7 @@ network, and builds harness.model.kernel_tables.KernelTables:
 | GEMM (M, N, K) | `gemm/<engine>/<v>/gemm_perf.parquet` | the engine's BF16, per-tensor FP8 and block-scaled FP8 kernels |
 | decode attention (batch, context) | `attention/<engine>/<v>/generation_attention_perf.parquet` | BF16 attention, window 0, the engine's Hopper kernel |
 | prefill attention (batch, prompt) | `attention/<engine>/<v>/context_attention_perf.parquet` | the same |
-| all-reduce (bytes) | `comm/<engine>/<v>/custom_allreduce_perf.parquet` | the engine's custom all-reduce in CUDA-graph mode |
+| all-reduce (bytes) | `comm/<engine>/<v>/custom_allreduce_perf.parquet` | the engine's custom all-reduce in CUDA-graph mode; `message_size` counts BF16 elements |
 | FP8 scale computation (M, K) | `quantize/trtllm/<v>/computescale_perf.parquet` | subtracted from TensorRT-LLM's FP8 GEMMs (below) |
 
 TensorRT-LLM's FP8 GEMM table was collected with weights that carry no input scale, so each entry includes the
@@ -161,10 +161,13 @@ def load_aic_tables(gpu: str, engine: str, version: str | None = None, data_root
                                    key=lambda p: _version_key(p.parent.name))] if (root / "comm" / engine).is_dir() else []
         vdir = cands[-1].parent if cands else None
     if vdir is not None:
-        df = _read(vdir / "custom_allreduce_perf.parquet", ["kernel_source", "num_gpus", "message_size", "latency"])
+        df = _read(vdir / "custom_allreduce_perf.parquet", ["kernel_source", "allreduce_dtype", "num_gpus", "message_size", "latency"])
         df = df[df.kernel_source == _ALLREDUCE_KERNEL[engine]]
         for n, sub in df.groupby("num_gpus"):
-            ar[int(n)] = grid_from_points(sub[["message_size"]].to_numpy(), sub.latency.to_numpy() * 1e-3, f"all-reduce {n} GPUs")
+            # message_size counts elements (the collector sizes its tensor in elements): bytes = elements × 2 (BF16)
+            elem = sub.allreduce_dtype.map({"bfloat16": 2.0, "float16": 2.0, "float32": 4.0}).fillna(2.0).to_numpy()
+            ar[int(n)] = grid_from_points(sub[["message_size"]].to_numpy() * elem[:, None], sub.latency.to_numpy() * 1e-3,
+                                          f"all-reduce {n} GPUs")
         used.append(f"all-reduce {engine} {vdir.name}")
     else:
         notes.append(f"no all-reduce measurements for {engine} on {gpu}")

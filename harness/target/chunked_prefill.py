@@ -38,10 +38,11 @@ Not modelled: speculative decoding, CUDA-graph batch padding, swapping to host m
 
 from __future__ import annotations
 
-import bisect
 import collections
 from dataclasses import asdict, dataclass
 from typing import Any
+
+import numpy as np
 
 from harness.errors import HarnessError
 from harness.target.chapter import PrefixCache
@@ -59,6 +60,7 @@ VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 SGLANG_DEFAULT_MAX_RUNNING_REQUESTS = 256
 SGLANG_DEFAULT_CHUNKED_PREFILL_SIZE = 8192
 KV_POLICIES = ("reserve", "on-demand")
+STRETCH_GRID_TOKENS = 16  # a fast-forwarded step's context is read on this grid (the step times' own cache grid)
 
 
 @dataclass(frozen=True)
@@ -152,8 +154,10 @@ class ChunkedPrefillScheduler:
         self.preemptions = 0
         self.kv_limited_steps = 0  # steps in which a waiting request was held back by KV capacity
         self.peak_running = 0
-        self._stretch: tuple[int, float, list[float], list[_Req]] | None = None  # (generation, start, step ends, batch)
+        self._stretch: tuple[int, float, Any, list[_Req]] | None = None  # (generation, start, step ends, batch)
         self._stretch_gen = 0
+        shared = getattr(step_times, "curve_cache", None)
+        self._curves: dict[int, tuple[int, np.ndarray]] = shared if isinstance(shared, dict) else {}
 
     def bind(self, timeline: Timeline, on_tokens: TokensFn, on_done: DoneFn) -> None:
         self.tl, self._on_tokens, self._on_done = timeline, on_tokens, on_done
@@ -285,7 +289,7 @@ class ChunkedPrefillScheduler:
             if len(ends) > 1:
                 self._stretch_gen += 1
                 self._stretch = (self._stretch_gen, self.tl.now_s, ends, decode)
-                self.tl.at(self.tl.now_s + ends[-1], self._post_stretch, decode, len(ends), self._stretch_gen)
+                self.tl.at(self.tl.now_s + float(ends[-1]), self._post_stretch, decode, len(ends), self._stretch_gen)
                 return
         dt = self._time(decode, chunks)
         self.steps += 1
@@ -352,9 +356,10 @@ class ChunkedPrefillScheduler:
             return mixed(len(decode), ctx, n_p, cached)
         return max(st.decode_step_time_s(len(decode), ctx), st.prefill_time_s(n_p + len(decode), cached))
 
-    def _decode_stretch(self, decode: list[_Req]) -> list[float]:
+    def _decode_stretch(self, decode: list[_Req]) -> Any:
         """Cumulative end times (from now) of the decode-only steps that can run without a change of batch: until the
-        first request finishes, or (on-demand KV) the cache would overflow."""
+        first request finishes, or (on-demand KV) the cache would overflow. Each step's time is read at its own mean
+        context (on the source's context grid) from a per-batch curve filled once."""
         if not decode:
             return []
         steps_max = min(q.r.output_tokens - q.r.emitted for q in decode)
@@ -364,23 +369,37 @@ class ChunkedPrefillScheduler:
             steps_max = min(steps_max, max(1, room))
         b = len(decode)
         ctx0 = sum(q.r.context_tokens for q in decode) / b
-        step = self.step_times.decode_step_time_s
-        ends, dt = [], 0.0
-        for j in range(steps_max):
-            dt += step(b, ctx0 + j)
-            ends.append(dt)
-        return ends
+        g = STRETCH_GRID_TOKENS
+        idx = np.rint((ctx0 + np.arange(steps_max)) / g).astype(np.int64)
+        start, curve = self._curve(b, int(idx[0]), int(idx[-1]))
+        return np.cumsum(curve[idx - start])
+
+    def _curve(self, batch: int, first: int, last: int) -> tuple[int, np.ndarray]:
+        """(start, seconds): decode step times at batch `batch` and context k·STRETCH_GRID_TOKENS for k in
+        [start, start + len), covering [first, last]; filled on demand and shared through the source's
+        `curve_cache` (a step model used by many instances fills each point once)."""
+        start, c = self._curves.get(batch, (first, np.empty(0)))
+        lo, hi = min(start, first), max(start + len(c), last + 1)
+        if lo < start or hi > start + len(c):
+            new = np.empty(hi - lo)
+            step = self.step_times.decode_step_time_s
+            for k in range(lo, hi):
+                j = k - start
+                new[k - lo] = c[j] if 0 <= j < len(c) else step(batch, max(1.0, float(k * STRETCH_GRID_TOKENS)))
+            start, c = lo, new
+            self._curves[batch] = (start, c)
+        return start, c
 
     def _cut_stretch(self, now_s: float) -> None:
         """A request arrived during a stretch: end the stretch at the first step boundary at or after `now_s`."""
         assert self._stretch is not None
         gen, t0, ends, decode = self._stretch
-        j = bisect.bisect_left(ends, now_s - t0)  # steps ends[j] is the first boundary >= now
+        j = int(np.searchsorted(ends, now_s - t0, side="left"))  # ends[j] is the first boundary >= now
         if j >= len(ends) - 1:
             return
         self._stretch = None
         self._stretch_gen += 1
-        self.tl.at(t0 + ends[j], self._post_stretch, decode, j + 1, self._stretch_gen)
+        self.tl.at(t0 + float(ends[j]), self._post_stretch, decode, j + 1, self._stretch_gen)
 
     def _post_stretch(self, decode: list[_Req], steps: int, gen: int) -> None:
         if gen != self._stretch_gen:
@@ -393,9 +412,9 @@ class ChunkedPrefillScheduler:
             for q in live:
                 self._hold(q, steps - 1.0)  # the first step's slot was held by _make_room
         stats.generation_tokens_total += steps * len(live)
-        emit_tokens([(q.r, min(steps, q.r.output_tokens - q.r.emitted)) for q in live], self.tl.now_s,
-                    self._on_tokens, self._on_done)
-        self._finish_done()
+        done = emit_tokens([(q.r, min(steps, q.r.output_tokens - q.r.emitted)) for q in live], self.tl.now_s,
+                           self._on_tokens, self._on_done)
+        self._finish_done(done)
         self._step()
 
     def _post(self, decode: list[_Req], chunks: list[tuple[_Req, int]]) -> None:
@@ -413,11 +432,14 @@ class ChunkedPrefillScheduler:
         for q in decode:
             items.append((q.r, 1))
             stats.generation_tokens_total += 1
-        emit_tokens(items, self.tl.now_s, self._on_tokens, self._on_done)
-        self._finish_done()
+        done = emit_tokens(items, self.tl.now_s, self._on_tokens, self._on_done)
+        self._finish_done(done)
         self._step()
 
-    def _finish_done(self) -> None:
+    def _finish_done(self, done: list[SimRequest]) -> None:
+        """Retire the running requests that finished (`done`) or were cancelled."""
+        if not done and (self.settings.fast_forward or not any(q.r.cancelled for q in self._running)):
+            return  # nothing finished (the simulated runs that fast-forward cancel nothing)
         stats = self.prefill_stats
         keep = []
         for q in self._running:

@@ -40,6 +40,16 @@ class _PrefillRole:
 class _DecodeRole:
     """Mixin: requests arrive with their KV; admission moves them straight to the running batch (no prefill)."""
 
+    def submit(self, req: SimRequest, now_s: float) -> None:  # type: ignore[override]
+        sent = req.arrival_s
+        super().submit(req, now_s)  # type: ignore[misc]
+        req.arrival_s = sent  # the client's send instant, not the hand-off's
+
+    def _step(self) -> None:  # type: ignore[override]
+        super()._step()  # type: ignore[misc]
+        if not self._busy and self._running:  # admitted in this call, after the batch was formed: decode them now
+            super()._step()  # type: ignore[misc]
+
     def _admit(self, budget: int, chunks: list) -> int:  # type: ignore[override]
         s = self.settings
         while self._waiting and len(self._running) < s.max_num_seqs:
