@@ -71,7 +71,25 @@ def predict(d: Deployment, w: Workload, *, calibration: str = "auto", kernel_dat
         notes.append(f"KV hand-off over {link.name}: {link.bandwidth_bytes_per_s / 1e9:g} GB/s per card × {tp_p} cards of a "
                      f"prefill instance, α {link.startup_latency_s * 1e6:g} µs; the first token streams when the state has arrived")
     res = run(make_cluster, w)
+    if d.engine in OVERLAP_SCHEDULING:
+        res = _with_output_lag(res)
+        notes.append(f"{d.engine}'s overlap scheduler hands each step's tokens out after the next step is launched: every "
+                     "token reaches the client one step later (TTFT and E2E + one decode step, TPOT unchanged)")
     return _point(d, w, model, layout, res, kv_twin, consts.describe(), consts.kind, notes, d.gpus)
+
+
+# engines whose default scheduler overlaps the CPU work of step k+1 with the GPU work of step k, so the tokens of step k
+# are processed (and streamed) when step k+1 is already running: SGLang's overlap scheduler (on unless
+# --disable-overlap-schedule), TensorRT-LLM's PyTorch executor (disable_overlap_scheduler false). vLLM's V1 engine does
+# not by default (async scheduling is opt-in).
+OVERLAP_SCHEDULING = ("sglang", "trtllm")
+
+
+def _with_output_lag(res: RunResult) -> RunResult:
+    """Every token one step later: TTFT and E2E grow by the request's own mean step (its TPOT, or the run's median TPOT
+    for one-token requests); TPOT is unchanged."""
+    step = np.where(np.isfinite(res.tpot_s), res.tpot_s, np.nanmedian(res.tpot_s) if np.isfinite(res.tpot_s).any() else 0.0)
+    return dataclasses.replace(res, ttft_s=res.ttft_s + step, e2e_s=res.e2e_s + step)
 
 
 def _precision_on(d: Deployment, model: ModelSpec) -> Precision:

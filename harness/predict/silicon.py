@@ -178,6 +178,16 @@ def _parallel(row: dict[str, Any], moe: bool, prefix: str = "") -> Parallel:
     return Parallel(tp=tp, pp=pp, attention_dp=dp, moe_tp=mtp, ep=mep)
 
 
+def _kv_dtype(row: dict[str, Any], precision: str) -> str:
+    """The KV cache dtype the row's engine ran: TensorRT-LLM applies the FP8 KV quantization that NVIDIA's ModelOpt FP8
+    checkpoints declare (nvidia/Llama-3.1-*-FP8: hf_quant_config kv_cache_quant_algo FP8, bundled with aiconfigurator);
+    vLLM and SGLang keep the model dtype unless told otherwise (kv_cache_dtype auto); DeepSeek's block-FP8 checkpoints
+    declare no KV quantization."""
+    if row.get("backend") == "trtllm" and precision == "fp8" and "llama" in str(row.get("model_path", "")).lower():
+        return "fp8"
+    return "bf16"
+
+
 def row_deployment(row: dict[str, Any], aic_root: Path | None) -> tuple[Deployment, Workload, BenchmarkProfile]:
     """The deployment and benchmark workload a silicon row ran; Refused when it is not modelled."""
     model = _model_ref(row, aic_root)
@@ -193,14 +203,14 @@ def row_deployment(row: dict[str, Any], aic_root: Path | None) -> tuple[Deployme
         par = _parallel(row, moe)
         if par.ep > 1 and par.expert_tp * par.ep != par.tp:
             raise Refused("expert parallelism across attention data-parallel ranks is not modelled")
-        d = Deployment(str(row["backend"]), gpu, model, prec, "bf16", "agg", Workers(1, par, _num(row.get("batch_size"))))
+        d = Deployment(str(row["backend"]), gpu, model, prec, _kv_dtype(row, prec), "agg", Workers(1, par, _num(row.get("batch_size"))))
     else:
         missing = [f for f in ("prefill_num_workers", "decode_num_workers") if _num(row.get(f)) is None]
         if missing:
             raise Refused("the row does not say how many prefill and decode workers ran (" + ", ".join(missing) + ")")
         pw = Workers(_num(row["prefill_num_workers"]) or 1, _parallel(row, moe, "prefill_"), _num(row.get("prefill_batch_size")))
         dw = Workers(_num(row["decode_num_workers"]) or 1, _parallel(row, moe, "decode_"), _num(row.get("decode_batch_size")))
-        d = Deployment(str(row["backend"]), gpu, model, prec, "bf16", "disagg", prefill=pw, decode=dw)
+        d = Deployment(str(row["backend"]), gpu, model, prec, _kv_dtype(row, prec), "disagg", prefill=pw, decode=dw)
     prof = benchmark_profile(row)
     if d.engine == "trtllm":
         batch = d.workers.max_batch if d.mode == "agg" else (d.decode.max_batch if d.decode else None)
