@@ -3,8 +3,8 @@
 Layout: results/<machine>/<run_id>/manifest.json and <table>/part-NNNNN.parquet. A run is
 written once and never overwritten; every file is written under a temporary name and renamed,
 and tables are appended in parts so a run killed midway keeps what it measured. The JSON sidecars
-(plan.json, loop_report.json; summary.json by workloads.summary) carry a schema_version like every
-harness file (SIDECAR_VERSIONS; harness.versioning): ones written before they were versioned are version 1.
+(plan.json; summary.json by workloads.summary, loop_report.json by harness.loop_records) carry a schema_version
+like every harness file (SIDECAR_VERSIONS; harness.versioning): ones written before they were versioned are version 1.
 
 A damaged parquet part (truncated, overwritten) is named with what of the run is still readable;
 `Run.table` then returns the readable parts with a warning (or refuses, with strict=True).
@@ -26,30 +26,12 @@ DEFAULT_RESULTS = Path("results")
 
 # JSON sidecars of a run -> their schema_version; bump it (and add a step to SIDECAR_UPGRADES) when the
 # writer changes a field. History, each: 1 — first version (also: files written before sidecars carried a version).
-# summary.json is versioned by its owner, workloads.summary (SUMMARY_SCHEMA_VERSION, read_summary). A sidecar not
-# listed here (e.g. llama_cpp_raw.json, whose keys are tool names) is written as given: list it to version it.
-# loop_report.json: 2 — status/error, served-load points, capacity, verdict, twin (harness.loop.report);
-# 3 — stage windows and the verdict per window mode (harness.loop.windows).
-SIDECAR_VERSIONS: dict[str, int] = {"plan.json": 1, "loop_report.json": 3, "loop_report.md.json": 1, "sweep.json": 1,
+# summary.json is versioned by its owner, workloads.summary (SUMMARY_SCHEMA_VERSION, read_summary), and loop_report.json
+# by harness.loop_records.report (LOOP_REPORT_SCHEMA_VERSION, its upgrade steps). A sidecar not listed here (e.g.
+# llama_cpp_raw.json, whose keys are tool names) is written as given: list it to version it.
+SIDECAR_VERSIONS: dict[str, int] = {"plan.json": 1, "loop_report.md.json": 1, "sweep.json": 1,
                                     "session_extra.json": 1, "engine_logs.json": 1}
-
-
-def _loop_report_1_to_2(d: dict) -> dict:
-    """A stages-only loop report (before the served-load loop): complete, no served points."""
-    return {**d, "status": d.get("status", "complete"), "error": d.get("error"), "twin": None, "capacity": {}, "served": [],
-            "served_comparisons": [], "verdict": None}
-
-
-def _loop_report_2_to_3(d: dict) -> dict:
-    """A loop report before stage windows: its one stage measurement is window 0, every point was predicted from it."""
-    return {**d, "stage_windows": d.get("stage_windows", []), "window_verdicts": d.get("window_verdicts", {}),
-            "served": [{**p, "stage_windows": p.get("stage_windows", [0])} for p in d.get("served") or []],
-            "checks": [{**c, "window": c.get("window", 0)} for c in d.get("checks") or []]}
-
-
 SIDECAR_UPGRADES: dict[str, dict[int, Callable[[dict], dict]]] = {name: {} for name in SIDECAR_VERSIONS}
-SIDECAR_UPGRADES["loop_report.json"][1] = _loop_report_1_to_2
-SIDECAR_UPGRADES["loop_report.json"][2] = _loop_report_2_to_3
 
 
 def warn(message: str) -> None:

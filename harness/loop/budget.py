@@ -12,10 +12,12 @@ until the prediction fits the budget:
 3. the served points' duration, down to `POINT_FLOOR_FRACTION` of the default;
 4. the served rates per mix, down to `min_rates` (`QUICK_MIN_RATES` with --quick; the full loop keeps the issue's 4),
    keeping the highest (the overloaded point, which gives the quick loop its capacity) and the rest evenly by rank;
-   the points' duration is then set again, the longest that fits up to its default.
+   the points' duration is then set again, the longest that fits up to its default;
+5. the repeats of each point and burst, down to one (the repeatability verdict then has nothing to read); the points'
+   duration is set again.
 
 Past the floors the loop runs anyway and says by how much it will be over. One cut comes last in this order but is
-made first, before the first window (harness.loop.run.plan_stage_windows): when the whole loop, window 1 predicted from
+made first, before the first window (harness.loop.fit_budget.plan_windows): when the whole loop, window 1 predicted from
 its own requests (`StageGroup`, `window_s_from_groups`) by the twin as calibrated, is over the budget even with the rest
 at its floors, every window is made lean (one rep fewer of its prefill and decodes, one of its side measurements).
 Every cut is a note in the report, and the end of the loop compares the plan with the time it took. What the phases
@@ -113,6 +115,7 @@ class Layout:
     burst_requests: int
     point_duration_s: float
     rate_fractions: tuple[float, ...] = ()  # the served rates per mix (fractions of the predicted capacity)
+    repeats: int = 1  # each point's and burst's workload measured this many times back to back
 
 
 @dataclass(frozen=True)
@@ -140,8 +143,9 @@ class BudgetPlan:
         wins = f"{d.later_windows + 1} stage window{'s' if d.later_windows else ''}"
         bursts = f"capacity bursts of {d.burst_requests} requests" if d.burst_requests else "no capacity bursts"
         rates = f", {len(d.rate_fractions)} rates per mix" if d.rate_fractions else ""
+        reps = f", each measured {d.repeats} times" if d.repeats > 1 else ""
         head = (f"time budget {self.budget_s / 60:.1f} min: the loop predicted {self.predicted_default_s / 60:.1f} min at its "
-                f"defaults ({wins}, {bursts}, {d.point_duration_s:.0f}-s points{rates})")
+                f"defaults ({wins}, {bursts}, {d.point_duration_s:.0f}-s points{rates}{reps})")
         if not self.cuts:
             over = (f"; {self.over_s / 60:.1f} min over, with nothing it may cut (each part the user set, or at its floor)" if self.over_s > 0
                     else ", within the budget; nothing cut")
@@ -154,19 +158,21 @@ class BudgetPlan:
 
 
 def plan_budget(*, budget_s: float, elapsed_s: float, default: Layout, slots: int, later_window_s: Callable[[int], float],
-                point_s: Callable[[float, tuple[float, ...]], Sequence[float]], bursts_s: Callable[[int], float], post_s: float,
-                floor_duration_s: float, fixed: frozenset[str] = frozenset(), min_rates: int | None = None) -> BudgetPlan:
+                point_s: Callable[[float, tuple[float, ...], int], Sequence[float]], bursts_s: Callable[[int, int], float],
+                post_s: float, floor_duration_s: float, fixed: frozenset[str] = frozenset(),
+                min_rates: int | None = None) -> BudgetPlan:
     """Cut the rest of the loop (`default`) in the module's order until its prediction fits `budget_s`.
 
-    `later_window_s(k)`: seconds of the k-th later window (k = 1, 2, …); `point_s(d, rates)`: each served point's
-    predicted seconds at duration d with those rates per mix; `bursts_s(n)`: all the capacity bursts' predicted seconds
-    at n requests each. `fixed` names what the user set and is not cut: "windows", "bursts", "points", "rates";
+    `later_window_s(k)`: seconds of the k-th later window (k = 1, 2, …); `point_s(d, rates, repeats)`: each served
+    point's predicted seconds at duration d with those rates per mix, each measured `repeats` times; `bursts_s(n,
+    repeats)`: all the capacity bursts' predicted seconds at n requests each. `fixed` names what the user set and is not
+    cut: "windows", "bursts", "points", "rates", "repeats";
     `min_rates` (None: all of the default's) is the fewest rates per mix the plan may keep."""
 
     def total(lay: Layout) -> tuple[float, dict[str, float]]:
         ph = {"stage_windows_s": sum(later_window_s(k) for k in range(1, lay.later_windows + 1)),
-              "served_points_s": float(sum(point_s(lay.point_duration_s, lay.rate_fractions))),
-              "capacity_bursts_s": bursts_s(lay.burst_requests) if lay.burst_requests else 0.0,
+              "served_points_s": float(sum(point_s(lay.point_duration_s, lay.rate_fractions, lay.repeats))),
+              "capacity_bursts_s": bursts_s(lay.burst_requests, lay.repeats) if lay.burst_requests else 0.0,
               "after_engine_s": post_s}
         return elapsed_s + sum(ph.values()), ph
 
@@ -210,4 +216,26 @@ def plan_budget(*, budget_s: float, elapsed_s: float, default: Layout, slots: in
                     f"capacity; {len(default.rate_fractions)} by default, floor {k_min})")
     elif cut_duration and lay.point_duration_s < default.point_duration_s:
         cuts.append(duration_cut())
+    if t > budget_s and lay.repeats > 1 and "repeats" not in fixed:
+        lay = replace(lay, repeats=1)
+        if "points" not in fixed:  # one run a point leaves room for longer ones again
+            lay = replace(lay, point_duration_s=longest_fitting(lay))
+        t, ph = total(lay)
+        cuts.append(f"the repeats to 1 ({default.repeats} by default: no repeatability verdict)"
+                    + (f", the served points then {lay.point_duration_s:.0f} s" if lay.point_duration_s != default.point_duration_s else ""))
     return BudgetPlan(budget_s, elapsed_s, default, lay, t_default, t, ph, tuple(cuts))
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    """The estimate made before the first stage window (harness.loop.fit_budget.plan_windows): window 1 and the whole
+    loop predicted by the twin as calibrated, with full windows and, when that is over the budget, lean ones."""
+
+    window1_full_s: float
+    loop_full_s: float
+    lean: bool
+    window1_lean_s: float
+    loop_lean_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

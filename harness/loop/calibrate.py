@@ -11,32 +11,17 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.loop_records.stages import CpuConstants
 from harness.specs.gguf_model import GgufModel
 from harness.specs.gpus import GpuSpec
+from harness.specs.host import detect_host
 from harness.target.step_times import RooflineStepTimes
-
-@dataclass(frozen=True)
-class CpuConstants:
-    """Effective host constants measured with the microbenchmark timing core."""
-
-    threads: int
-    matmul_flops_per_s: float  # C_mm: FLOP-weighted over the model's prefill projections
-    matmul_by_shape: dict[str, dict[str, float]]  # shape -> {m, n, k, flops, median_s, flops_per_s, cv}
-    read_bandwidth_bytes_per_s: float  # B_ws: reading a buffer of the decode working set
-    working_set_bytes: float
-    dram_bandwidth_bytes_per_s: float | None  # B_dram: reading 4× LLC (None when skipped)
-    dram_buffer_bytes: float | None
-    llc_bytes: float | None
-    torch_version: str
-    source: str
-    cpu_share: float | None = None  # this process's CPU-s / (wall × threads) while calibrating; < 0.85: contended
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+from microbench.backends import detect_backends
+from microbench.gemm import gemm_work, matmul_thunk, projections
+from microbench.timing import FULL, QUICK
 
 
 def _read_thunk(torch: Any, nbytes: float) -> tuple[Any, float]:
@@ -48,13 +33,9 @@ def _read_thunk(torch: Any, nbytes: float) -> tuple[Any, float]:
 def calibrate_cpu(gm: GgufModel, *, prompt_tokens: int, threads: int, quick: bool = False, dram: bool = True) -> CpuConstants:
     """Measure C_mm at the model's shapes and B_ws / B_dram with microbench's timing core."""
     try:
-        import torch  # noqa: PLC0415 - only the calibration needs it
+        import torch  # noqa: PLC0415 - torch takes seconds to import; only the calibration needs it
     except ImportError:
         raise HarnessError("the CPU loop calibrates with torch; pip install -e '.[torch]' (torch==2.13.0, CPU wheel).") from None
-    from harness.specs.host import detect_host  # noqa: PLC0415
-    from microbench.backends import detect_backends  # noqa: PLC0415
-    from microbench.gemm import gemm_work, matmul_thunk, projections  # noqa: PLC0415
-    from microbench.timing import FULL, QUICK  # noqa: PLC0415
 
     policy = QUICK if quick else FULL
     det = detect_backends(detect_host(), device="cpu", want=("torch",))
@@ -107,8 +88,6 @@ def host_gpu_spec(c: CpuConstants, capacity_bytes: float = 1e12) -> GpuSpec:
         hbm_bandwidth_bytes_per_s=c.read_bandwidth_bytes_per_s, hbm_capacity_bytes=capacity_bytes,
         source=f"measured: {c.source}",
     )
-
-
 
 
 def step_times(gm: GgufModel, c: CpuConstants, kv_bytes_per_elem: float = 2.0) -> RooflineStepTimes:

@@ -16,9 +16,17 @@ This is a diagnostic of which step term is wrong; nothing in it feeds a predicti
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
+
+from harness.loop.state import LoopState
+from harness.loop_records.steps import StepRow
+from harness.served import fmt_error_pct, relative_error
+from harness.store import Run
+from harness.target.des import simulate
+from harness.target.twin import requests_from_rows
 
 CLUSTER_S = 0.002  # tokens of one iteration arrive closer than this (at most a quarter of the median inter-token gap)
 
@@ -58,29 +66,8 @@ def reconstruct(token_times_s: Sequence[Sequence[float]], cluster_s: float | Non
     return out
 
 
-@dataclass(frozen=True)
-class StepRow:
-    """One batch size of one mix: the engine's reconstructed steps against the twin's, over the same workloads."""
-
-    mix: str
-    batch: int
-    engine_n: int
-    engine_median_s: float | None
-    engine_mean_s: float | None
-    twin_n: int
-    twin_median_s: float | None
-    twin_mean_s: float | None
-    median_error_pct: float | None  # (twin − engine) / engine
-    mean_error_pct: float | None
-    engine_share: float  # of the engine's reconstructed time, the share spent in iterations of this batch
-    twin_share: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def _err(p: float | None, m: float | None) -> float | None:
-    return None if p is None or not m else (p - m) / m * 100.0
+    return relative_error(p, m)
 
 
 def compare_steps(mix: str, engine: Sequence[Iteration], twin: Sequence[Iteration]) -> list[StepRow]:
@@ -170,8 +157,6 @@ def interrupted_gaps(token_times_s: Sequence[Sequence[float]], cluster_s: float 
     iteration that ended the gap, or one inside it, finished that request's prompt): the decode interruptions a served
     run's generating requests sat through. A first token within the cluster width of the gap's end belongs to the
     iteration that ended it; one within the width of its start, to the iteration before."""
-    import bisect  # noqa: PLC0415
-
     w = cluster_width_s(token_times_s) if cluster_s is None else cluster_s
     firsts = sorted(float(t[0]) for t in token_times_s if len(t))
     n = 0
@@ -199,19 +184,19 @@ class PromptSummary:
     twin_requests: int
 
     @property
-    def median_error_pct(self) -> float | None:
+    def median_error(self) -> float | None:
         return _err(self.twin_median_s, self.engine_median_s)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"median_error_pct": self.median_error_pct}
+        return asdict(self) | {"median_error": self.median_error}
 
     def text(self) -> str:
         ms = (lambda v: "—" if v is None else f"{v * 1e3:.0f} ms")
         per = (lambda k, n: f"{k / n:.2f}" if n else "—")
-        err = self.median_error_pct
+        err = self.median_error
         return (f"served prompts, {self.mix}: the iterations that finished one prompt beside a decoding request took a "
                 f"median {ms(self.engine_median_s)} over {self.engine_n} (twin {ms(self.twin_median_s)} over {self.twin_n}"
-                + ("" if err is None else f", {err:+.0f} %") + "); a generating request's token waited for another "
+                + ("" if err is None else f", {fmt_error_pct(err, digits=0)}") + "); a generating request's token waited for another "
                 f"request's prompt {per(self.engine_interrupted, self.engine_requests)} times a request on the engine, "
                 f"{per(self.twin_interrupted, self.twin_requests)} in the twin ({self.engine_interrupted} and "
                 f"{self.twin_interrupted} gaps)")
@@ -232,3 +217,54 @@ def prompt_summary(mix: str, pairs: Sequence[tuple[Sequence[Sequence[float]], Se
                          statistics.median(t_gap) if t_gap else None, sum(interrupted_gaps(e) for e, _ in pairs),
                          sum(interrupted_gaps(t) for _, t in pairs), sum(count(e) for e, _ in pairs),
                          sum(count(t) for _, t in pairs))
+
+
+def served_steps(state: LoopState, say: Callable[[str], None] = lambda m: None) -> list[StepRow]:
+    """Per mix and batch size: the engine's iterations reconstructed from every measured run's chunk stamps against the
+    twin's, reconstructed the same way from its simulation of the same requests; its notes (host stability, served
+    prompts, empty-text tokens) go into state.notes. A diagnostic: a failure here is a note, never fails the run."""
+    by_mix: dict[str, tuple[list[Iteration], list[Iteration]]] = {}
+    twin_sims: dict[int, tuple[list[Any], list[Iteration]]] = {}  # a point's repeats share arrivals and lengths: one simulation
+    per_measurement: dict[str, list[Any]] = {}  # mix -> (engine, twin) iterations of each run, in order
+    stamps: dict[str, list[Any]] = {}  # mix -> (engine, twin) token instants per request of each run
+    short = total = 0  # requests that streamed fewer content events than tokens (tokens whose text was empty)
+    try:
+        for p in state.points:
+            m, twin = state.measured.get(p.point.index), state.twin_of(p.point.index)
+            if m is None or twin is None:
+                continue
+            for r in m.runs:
+                df = Run(r.run.run_dir).table("requests")
+                ok = df[df["error_class"] == "ok"]
+                if not len(ok):
+                    continue
+                total += len(ok)
+                short += int((ok["output_tokens_chunks"] < ok["output_tokens_usage"].fillna(0)).sum())
+                eng, tw = by_mix.setdefault(p.point.workload, ([], []))
+                times = [[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]]
+                its = reconstruct(times)
+                eng += its
+                if p.point.index not in twin_sims:
+                    sim = simulate(twin.make_scheduler, requests_from_rows(p.artifact.rows), record_tokens=True)
+                    tt = list(sim.token_times_s or ())
+                    twin_sims[p.point.index] = (tt, reconstruct(tt))
+                twin_times, twin_its = twin_sims[p.point.index]
+                tw += twin_its
+                per_measurement.setdefault(p.point.workload, []).append((its, twin_its))
+                stamps.setdefault(p.point.workload, []).append((times, twin_times))
+    except Exception as exc:  # noqa: BLE001 - a diagnostic must not fail the run it describes
+        state.note(f"served steps not reconstructed ({type(exc).__name__}: {exc})", say)
+        return []
+    for mix, ms in per_measurement.items():
+        st = step_stability(mix, ms)
+        if st is not None:
+            state.notes.append(st.text() + " (the TTFT/TPOT target is ±10 %)")
+    for mix, ms in stamps.items():
+        ps = prompt_summary(mix, ms, per_measurement[mix])
+        if ps is not None:
+            state.notes.append(ps.text())
+    if short:
+        state.notes.append(f"served steps: {short} of {total} requests streamed fewer content events than their usage "
+                           "tokens (tokens with empty text, e.g. a random-weight model's byte pieces): the engine's "
+                           "iterations that carried such a token are counted with a smaller batch")
+    return [row for mix, (e, t) in by_mix.items() for row in compare_steps(mix, e, t)]

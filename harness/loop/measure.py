@@ -1,66 +1,37 @@
-"""Step 3 of the CPU loop: measure the real llama-server — isolated stages (prefill, decode at batch B) and served load.
+"""The loop's measure step: the real llama-server's isolated stages (prefill, decode at batch B, the side requests the
+twin's corrections read) and one load run of a served point.
 
-Prompts of exactly P token ids (cache_prompt off) for prefill and TTFT; B concurrent streams for
-decode; each request's client view is cross-checked against the engine's own `timings` and `usage`.
-The engine's CPU share over each measurement guards against a shared machine (CpuShare).
+Prompts of exactly P token ids (cache_prompt off) for prefill and TTFT; B concurrent streams for decode; each
+request's client view is cross-checked against the engine's own `timings` and `usage`
+(harness.target.stage_requests.RequestCheck). The engine's CPU share over each measurement guards against a shared
+machine (CpuShare).
 """
 
 from __future__ import annotations
 
-import os
+import random
 import statistics
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from harness.compare.stats import median_interval
+from harness.bench.load import run_load
 from harness.engines import http
 from harness.errors import HarnessError
+from harness.loop.state import RunResult
+from harness.loop_records.report import LoadRun
+from harness.loop_records.stages import CONTENDED_SHARE, StageMeasurement
+from harness.records import new_run_id
+from harness.served import Percentiles, ServedMeasurement, ServedPoint
+from harness.store import Run
 from harness.target.saturation import completion_rate, saturated_rates, saturation_window
+from harness.target.stage_requests import (MIXED_PROMPT_SLOT, PREFILL_DECODE_TOKENS, SAVE_PROBE_TOKENS, RequestCheck,
+                                           mixed_decode_slots, mixed_phase)
 from harness.telemetry.proc import process_cpu_s
-
-@dataclass(frozen=True)
-class RequestCheck:
-    """One request: what the client saw next to what the engine reported (the per-run cross-check)."""
-
-    phase: str  # "prefill" | "decode@B"
-    rep: int
-    client_ttft_s: float | None
-    engine_prompt_s: float | None  # timings.prompt_ms
-    ttft_minus_engine_prompt_s: float | None  # client overhead + first sampling + HTTP
-    engine_prompt_tokens: int | None  # timings.prompt_n
-    usage_prompt_tokens: int | None
-    client_chunks: int
-    usage_completion_tokens: int | None
-    engine_predicted_tokens: int | None  # timings.predicted_n
-    chunks_minus_usage: int | None
-    engine_decode_s: float | None  # timings.predicted_ms
-    client_decode_s: float | None  # first to last chunk
-    e2e_s: float
-    error: str | None
-    window: int = 0  # the stage window it was measured in (harness.loop.windows; 0: before the served points)
-    sent_after_s: float | None = None  # mixed prompts: sent this long after the decode request it joined was sent
-    max_tokens: int | None = None  # the output tokens asked for (recorded where a request may be stopped before them)
-    stopped: bool = False  # the client closed the stream before its end (a mixed prompt's decodes once the prompt is
-    # done): no usage; the engine's timings are those of its last streamed token
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @property
-    def client_step_s(self) -> float | None:
-        """The client's mean decode step: first to last content event over the events between; or, when the stream
-        carried fewer content events than tokens, (E2E − TTFT) over tokens − 1. llama-server holds back a token whose
-        text is empty (e.g. part of an incomplete UTF-8 character), so the events then no longer mark each token:
-        a random-weight model's stream of 20 events for 64 tokens read as a step 3.3x too long (2026-12-01)."""
-        tokens = self.usage_completion_tokens or self.engine_predicted_tokens or self.client_chunks
-        if self.client_chunks >= tokens:
-            return self.client_decode_s / (self.client_chunks - 1) if self.client_decode_s and self.client_chunks >= 2 else None
-        if tokens < 2 or self.client_ttft_s is None or self.e2e_s <= self.client_ttft_s:
-            return None
-        return (self.e2e_s - self.client_ttft_s) / (tokens - 1)
-
+from workloads.config import LoadConfig, SummaryOptions
+from workloads.summary import measured_requests, read_summary
 
 def _check(phase: str, rep: int, s: http.StreamResult, max_tokens: int | None = None) -> RequestCheck:
     t = s.timings or {}
@@ -90,7 +61,7 @@ class CpuShare:
     A share under SHARE_OK marks the measurement as contended (a warning with the remedy, not a silent number).
     """
 
-    SHARE_OK = 0.85
+    SHARE_OK = CONTENDED_SHARE
 
     def __init__(self, pid: int | None, threads: int):
         self.pid, self.threads = pid, threads
@@ -107,8 +78,6 @@ class CpuShare:
 
 def token_prompt(n: int, seed: int, vocab: int) -> list[int]:
     """n pseudo-random ordinary token ids (away from the special tokens at both ends of the vocabulary)."""
-    import random  # noqa: PLC0415
-
     rng = random.Random(seed)
     lo = min(1000, max(3, vocab // 8))  # away from the special tokens at both ends, also for a small vocabulary
     hi = max(lo + 1, min(vocab - lo, 200_000))
@@ -119,19 +88,6 @@ def completion_body(model: str, prompt: list[int], max_tokens: int) -> dict[str,
     # cache_prompt off: each measurement processes its whole prompt; ignore_eos: exactly max_tokens
     return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "cache_prompt": False,
             "ignore_eos": True}
-
-
-@dataclass(frozen=True)
-class Measured:
-    quantity: str
-    value: float  # engine-side figure (llama.cpp's own timings) — the primary measurement
-    client_value: float | None  # the same quantity from the client's clock
-    samples: tuple[float, ...]
-    note: str
-    engine_cpu_share: float | None = None  # median share of its cores the engine got while measured
-
-
-PREFILL_DECODE_TOKENS = 32  # tokens each isolated prefill then decodes alone: the batch-1 step at the long prompt's context
 
 
 def measure_prompts(endpoint: str, model: str, lengths: Sequence[int], vocab: int, reps: int) -> list[RequestCheck]:
@@ -145,46 +101,6 @@ def measure_prompts(endpoint: str, model: str, lengths: Sequence[int], vocab: in
                 raise HarnessError(f"isolated {n}-token prompt request failed (HTTP {s.status}): {s.error}")
             checks.append(_check("prompt", rep, s))
     return checks
-
-
-MIXED_PROMPT_SLOT = 1  # the prompt's slot; the decodes take slot 0 and then 2, 3, ...: slot 0 and 1 are consecutive, so
-# llama_decode's equal split puts the first decode token and the prompt's first token in one micro-batch
-
-
-def mixed_decode_slots(batch: int) -> tuple[int, ...]:
-    """The slots of `batch` decoding requests beside a prompt in MIXED_PROMPT_SLOT."""
-    return tuple(i for i in range(batch + 1) if i != MIXED_PROMPT_SLOT)
-
-
-MIXED_KINDS = ("mixed", "mixeddecode", "mixedalone")  # the prompt beside decodes, its decodes, the same prompt alone just before
-
-
-def mixed_phase(prompt_tokens: int, batch: int, kind: str = "mixed") -> str:
-    """The phase of a mixed-prompt measurement's prompt ("mixed@P/B"), of its decodes ("mixeddecode@P/B") or of the
-    same-length prompt sent alone just before them ("mixedalone@P/B")."""
-    if kind not in MIXED_KINDS:
-        raise ValueError(f"mixed-prompt phase kind {kind!r}: one of {', '.join(MIXED_KINDS)}")
-    return f"{kind}@{int(prompt_tokens)}/{int(batch)}"
-
-
-def parse_mixed_phase(phase: str) -> tuple[str, int, int] | None:
-    """(kind, P, B) of a mixed-prompt phase (kind one of MIXED_KINDS); None for any other phase."""
-    kind, _, rest = phase.partition("@")
-    if kind not in MIXED_KINDS or "/" not in rest:
-        return None
-    p, b = rest.split("/", 1)
-    return kind, int(p), int(b)
-
-
-def mixed_alone_prompt_s(checks: Sequence[Any]) -> dict[tuple[int, int, int, int], float]:
-    """(window, rep, P, B) -> the engine's prompt time of the P-token prompt sent alone just before that rep's decodes
-    (phase "mixedalone@P/B", without error): what each prompt beside decodes is paired with."""
-    out: dict[tuple[int, int, int, int], float] = {}
-    for c in checks:
-        ph = parse_mixed_phase(c.phase)
-        if ph and ph[0] == "mixedalone" and not c.error and c.engine_prompt_s is not None:
-            out[(c.window, c.rep, ph[1], ph[2])] = float(c.engine_prompt_s)
-    return out
 
 
 def measure_mixed_prompts(endpoint: str, model: str, cases: Sequence[tuple[int, int, int]], vocab: int, reps: int,
@@ -308,10 +224,6 @@ def wait_slots_idle(idle: Callable[[], bool | None], what: str, timeout_s: float
         time.sleep(0.005)
 
 
-SAVE_PROBE_TOKENS = 16  # the small requests around a prompt-cache copy: their own slot states copy in ~0.1 ms
-COPY_PHASES = ("savewarm", "savebase", "save@", "case@")  # the phases measure_prompt_saves labels its requests with
-
-
 def measure_prompt_saves(endpoint: str, model: str, cases: Sequence[tuple[int, int]], vocab: int, reps: int,
                          slots: int) -> list[RequestCheck]:
     """What llama-server's host-RAM prompt cache costs at a task's launch (LlamaServerSettings.prompt_save_s): per
@@ -372,7 +284,7 @@ def settle_order(slots: int) -> list[int]:
 
 
 def measure_prefill(endpoint: str, model: str, prompt_tokens: int, vocab: int, reps: int, pid: int | None = None,
-                    threads: int = 1) -> tuple[list[Measured], list[RequestCheck]]:
+                    threads: int = 1) -> tuple[list[StageMeasurement], list[RequestCheck]]:
     checks: list[RequestCheck] = []
     rates, client_rates, ttft, eng_ttft, shares = [], [], [], [], []
     for rep in range(reps):
@@ -398,16 +310,16 @@ def measure_prefill(endpoint: str, model: str, prompt_tokens: int, vocab: int, r
     med = statistics.median
     share = med(shares) if shares else None
     return [
-        Measured("prefill_tokens_per_s", med(rates), med(client_rates), tuple(rates),
+        StageMeasurement("prefill_tokens_per_s", med(rates), med(client_rates), tuple(rates),
                  "engine: prompt_n / prompt_ms; client: P / TTFT", share),
-        Measured("ttft_s", med(eng_ttft), med(ttft), tuple(ttft),
+        StageMeasurement("ttft_s", med(eng_ttft), med(ttft), tuple(ttft),
                  "engine: timings.prompt_ms; client: first streamed token (includes HTTP, tokenizer, first sampling)", share),
     ], checks
 
 
 def measure_decode(endpoint: str, model: str, batch: int, prompt_tokens: int, output_tokens: int, vocab: int,
                    reps: int, pid: int | None = None, threads: int = 1, phase: str = "decode", rep0: int = 0,
-                   after_rep: Callable[[int], None] | None = None) -> tuple[Measured, list[RequestCheck]]:
+                   after_rep: Callable[[int], None] | None = None) -> tuple[StageMeasurement, list[RequestCheck]]:
     """`batch` concurrent streams started together; aggregate tokens/s = Σ per-request decode rates. The checks are
     labelled `phase`@batch ("longdecode" for the long-context decode the context correction reads), reps numbered from
     `rep0`; `after_rep(rep)` runs after each rep is measured (another measurement interleaved with these reps).
@@ -459,7 +371,7 @@ def measure_decode(endpoint: str, model: str, batch: int, prompt_tokens: int, ou
         agg_client.append(cli)
         if after_rep is not None:
             after_rep(rep)
-    return Measured(f"decode_tokens_per_s@{batch}", statistics.median(agg_eng), statistics.median(agg_client),
+    return StageMeasurement(f"decode_tokens_per_s@{batch}", statistics.median(agg_eng), statistics.median(agg_client),
                     tuple(agg_eng), "engine: Σ predicted_n / predicted_ms over the concurrent requests; client: Σ 1 / the client's mean step "
                     "(RequestCheck.client_step_s)",
                     statistics.median(shares) if shares else None), checks
@@ -515,68 +427,6 @@ def _detokenize(endpoint: str, ids: list[int]) -> str:
     return str(r.json().get("content", ""))
 
 
-@dataclass(frozen=True)
-class ServedMeasurement:
-    """One load run against the real engine: the load generator's figures plus the engine's share of its cores."""
-
-    mix: str
-    rate_per_s: float
-    run_dir: str
-    requests_total: int
-    requests_ok: int
-    errors_by_class: dict[str, int]
-    request_throughput_per_s: float
-    output_tokens_per_s: float
-    ttft_p50_s: float | None
-    ttft_p90_s: float | None
-    tpot_p50_s: float | None
-    e2e_p50_s: float | None
-    saturated_rps: float | None  # requests/s by harness.target.saturation (output tokens in the 20th-80th pct completion window)
-    engine_busy_s: float  # union of [sent, last byte] over the requests: the engine had work
-    engine_cpu_share: float | None  # engine CPU-s / (busy_s × threads)
-    engine_prompt_tokens_median: float | None  # timings.prompt_n as the engine counted
-    engine_output_tokens_median: float | None
-    # the distribution-free MEASURED_MEDIAN_CONFIDENCE interval of the median TTFT and TPOT over the measured requests
-    # (harness.compare.stats.median_interval): how far the sample pins its own p50; None below 6 requests, and for a
-    # median over --repeats
-    ttft_p50_interval_s: tuple[float, float] | None = None
-    tpot_p50_interval_s: tuple[float, float] | None = None
-    ttft_p50_interval_n: int | None = None  # how many values each interval was taken over (the successful requests in
-    tpot_p50_interval_n: int | None = None  # the summary's window with that figure), for ServedComparison.requests_to_pin
-
-    @property
-    def contended(self) -> bool:
-        return self.engine_cpu_share is not None and self.engine_cpu_share < CpuShare.SHARE_OK
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "contended": self.contended}
-
-
-MEASURED_MEDIAN_CONFIDENCE = 0.95  # the confidence of ServedMeasurement's median intervals
-
-REPEATED_FIGURES = ("request_throughput_per_s", "output_tokens_per_s", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "e2e_p50_s",
-                    "saturated_rps", "engine_prompt_tokens_median", "engine_output_tokens_median")
-
-
-def combine_repeats(ms: list[ServedMeasurement]) -> ServedMeasurement:
-    """The same artifact measured several times: each figure the median over the repeats that have it, the counts
-    summed, the CPU share the lowest (a point is contended when any repeat was), the first repeat's run folder."""
-    if len(ms) == 1:
-        return ms[0]
-    med = {}
-    for f in REPEATED_FIGURES:
-        v = [getattr(m, f) for m in ms if getattr(m, f) is not None]
-        med[f] = statistics.median(v) if v else None
-    errors: dict[str, int] = {}
-    for m in ms:
-        for k, n in m.errors_by_class.items():
-            errors[k] = errors.get(k, 0) + int(n)
-    shares = [m.engine_cpu_share for m in ms if m.engine_cpu_share is not None]
-    return replace(ms[0], requests_total=sum(m.requests_total for m in ms), requests_ok=sum(m.requests_ok for m in ms),
-                   errors_by_class=errors, engine_busy_s=sum(m.engine_busy_s for m in ms), engine_cpu_share=min(shares) if shares else None,
-                   ttft_p50_interval_s=None, tpot_p50_interval_s=None, ttft_p50_interval_n=None, tpot_p50_interval_n=None, **med)
-
-
 def busy_union_s(intervals: list[tuple[float, float]]) -> float:
     """Total length of the union of [start, end) intervals (seconds)."""
     tot, cur_s, cur_e = 0.0, None, None
@@ -621,73 +471,60 @@ def saturated_rate(finished_s: list[float], chunk_s: Sequence[Sequence[float]] |
 # The cause was not isolated (an A/B on a fresh engine showed +27 % for the first request at 0.5 s and -7 % at 1 s,
 # three rounds each); the 0.5 s saved a point is not worth it
 LOAD_T0_LEAD_S = 1.0
+# a served point's summary: every intended send of the point measured (the twin predicts the same window), no SLOs
+LOOP_SUMMARY = SummaryOptions(warmup_s=0.0, cooldown_s=0.0, slo_ttft_s=None, slo_tpot_s=None, slo_e2e_s=None)
 
 
-def _run_load(cfg: Any, workdir: Any, timeout_s: float) -> Any:
-    from harness.bench.load import run_load  # noqa: PLC0415 - the use-case layer's load runner
-
-    return run_load(cfg, workdir, progress=None, timeout_s=timeout_s)
-
-
-def measure_served(endpoint: str, served_name: str, mix: str, rate_per_s: float, artifact_path: str, span_s: float,
-                   results_dir: str, workdir: Any, pid: int | None, threads: int, request_timeout_s: float,
-                   drain_limit_s: float | None = None) -> ServedMeasurement:
+def measure_served(endpoint: str, served_name: str, point: ServedPoint, artifact_path: str | Path, span_s: float,
+                   results_dir: str, workdir: Any, pid: int | None, threads: int, request_timeout_s: float, repeat: int = 0,
+                   drain_limit_s: float | None = None) -> RunResult:
     """Run the load generator on one artifact against the engine and read its stored requests table.
 
     `drain_limit_s`: at most this long after the last intended send; requests still running then are recorded as
-    cancelled (the point is then cut and its figures cover the completed requests only). None: request timeout + 10 s."""
-    from harness.records import new_run_id  # noqa: PLC0415
-    from harness.store import Run  # noqa: PLC0415
-    from workloads.config import LoadConfig, SummaryOptions  # noqa: PLC0415
-
+    cancelled (the point is then cut and its figures cover the completed requests only). None: request timeout + 10 s.
+    A burst (`span_s` 0, every request intended at 0) has an empty window of intended sends: its figures count all."""
     cfg = LoadConfig(
         target_url=endpoint, artifact_path=str(artifact_path), run_id=new_run_id("loop-load"), results_dir=results_dir,
         model=served_name, max_concurrency=256, request_timeout_s=request_timeout_s,
         drain_timeout_s=request_timeout_s + 10.0 if drain_limit_s is None else float(drain_limit_s), t0_lead_s=LOAD_T0_LEAD_S,
         scrape=[{"role": "all", "url": f"{endpoint}/metrics"}], extra_body={"ignore_eos": True},
-        summary=SummaryOptions(warmup_s=0.0, cooldown_s=0.0, slo_ttft_s=None, slo_tpot_s=None, slo_e2e_s=None),
-        manifest_extra={"bench": "loop-cpu served point", "mix": mix, "rate_per_s": rate_per_s},
+        summary=LOOP_SUMMARY, manifest_extra={"bench": "loop served point", "mix": point.workload, "rate_per_s": point.rate_per_s, "repeat": repeat},
         engine={"name": "llama.cpp", "simulated": False, "url": endpoint}, progress=False,
     )
     cpu0 = process_cpu_s(pid)
-    run_dir = _run_load(cfg, workdir, span_s + cfg.drain_timeout_s + 120.0)
+    run_dir = run_load(cfg, workdir, progress=None, timeout_s=span_s + cfg.drain_timeout_s + 120.0)
     cpu1 = process_cpu_s(pid)
-    run = Run(run_dir)
-    from workloads.summary import measured_requests, read_summary  # noqa: PLC0415
+    cpu_s = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
+    return read_load_run(run_dir, point, span_s, repeat=repeat, engine_cpu_s=cpu_s, threads=threads, summary=cfg.summary)
 
+
+def read_load_run(run_dir: str | Path, point: ServedPoint, span_s: float, *, repeat: int = 0, engine_cpu_s: float | None = None,
+                  threads: int = 1, summary: SummaryOptions = LOOP_SUMMARY) -> RunResult:
+    """One stored load run of `point` as the loop reads it (also offline, for runs measured elsewhere): its figures,
+    the capacity statistic, the engine's side (its CPU share when `engine_cpu_s`, the engine's CPU seconds over the
+    run, is known) and the measured requests' TTFT and TPOT. A burst (`span_s` 0, every request intended at 0) has an
+    empty window of intended sends: its figures count all."""
+    run = Run(run_dir)
     s = read_summary(run).load
     df = run.table("requests")
     ok = df[df["error_class"] == "ok"]
     busy = busy_union_s([(a / 1e9, b / 1e9) for a, b in zip(df["sent_ns"], df["last_byte_ns"]) if a is not None and b is not None
                          and a == a and b == b])
-    share = None
-    if cpu0 is not None and cpu1 is not None and busy > 0:
-        share = (cpu1 - cpu0) / (busy * threads)
+    share = engine_cpu_s / (busy * threads) if engine_cpu_s is not None and busy > 0 else None
     med = (lambda col: float(ok[col].median()) if len(ok) and col in ok and ok[col].notna().any() else None)
     # the requests the summary's percentiles cover (a burst's window is empty: all of them)
-    in_window = ok if span_s <= 0 else measured_requests(df, span_s=span_s, options=cfg.summary)[1]
-
-    def interval(col: str) -> Any:
-        return (median_interval(in_window[col].astype(float), MEASURED_MEDIAN_CONFIDENCE) if len(in_window) and col in in_window
-                else None)
-
-    ttft_iv, tpot_iv = interval("ttft_s"), interval("tpot_s")
-
-    n_total, n_ok, errors = s.requests_total, s.requests_ok, dict(s.errors_by_class)
-    if span_s <= 0:  # a burst (every request intended at 0): the summary's window of intended sends is empty; count all
+    in_window = ok if span_s <= 0 else measured_requests(df, span_s=span_s, options=summary)[1]
+    samples = {col: tuple(float(x) for x in in_window[col] if x == x) for col in ("ttft_s", "tpot_s") if col in in_window}
+    n_total, n_ok, errors = int(s.requests_total), int(s.requests_ok), dict(s.errors_by_class)
+    if span_s <= 0:
         n_total, n_ok = len(df), len(ok)
         errors = {str(k): int(v) for k, v in df["error_class"].value_counts().items()}  # with "ok", as the summary counts
-    return ServedMeasurement(
-        mix=mix, rate_per_s=rate_per_s, run_dir=str(run_dir), requests_total=n_total,
-        requests_ok=n_ok, errors_by_class=errors,
-        request_throughput_per_s=s.request_throughput_per_s, output_tokens_per_s=s.output_tokens_per_s,
-        ttft_p50_s=s.ttft_s.p50, ttft_p90_s=s.ttft_s.p90, tpot_p50_s=s.tpot_s.p50, e2e_p50_s=s.e2e_s.p50,
-        saturated_rps=saturated_rate([float(x) / 1e9 for x in ok["last_byte_ns"]], [[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]],
-                                     [float(u) if u == u and u > 0 else float(k) for u, k in zip(ok["output_tokens_usage"], ok["output_tokens_chunks"])])
-        if len(ok) else None,
-        engine_busy_s=busy, engine_cpu_share=share,
-        engine_prompt_tokens_median=med("engine_prompt_n"), engine_output_tokens_median=med("engine_predicted_n"),
-        ttft_p50_interval_s=None if ttft_iv is None else (ttft_iv.low, ttft_iv.high),
-        tpot_p50_interval_s=None if tpot_iv is None else (tpot_iv.low, tpot_iv.high),
-        ttft_p50_interval_n=None if ttft_iv is None else ttft_iv.n, tpot_p50_interval_n=None if tpot_iv is None else tpot_iv.n,
-    )
+    saturated = (saturated_rate([float(x) / 1e9 for x in ok["last_byte_ns"]], [[float(t) / 1e9 for t in c] for c in ok["chunk_ns"]],
+                                [float(u) if u == u and u > 0 else float(k) for u, k in zip(ok["output_tokens_usage"], ok["output_tokens_chunks"])])
+                 if len(ok) else None)
+    served = ServedMeasurement(point, str(run_dir), ttft_s=s.ttft_s, tpot_s=s.tpot_s, e2e_s=s.e2e_s,
+                               request_throughput_per_s=float(s.request_throughput_per_s),
+                               output_tokens_per_s=float(s.output_tokens_per_s), capacity_requests_per_s=saturated,
+                               requests_ok=n_ok, requests_total=n_total)
+    load = LoadRun(str(run_dir), repeat, n_total, n_ok, errors, busy, share, med("engine_prompt_n"), med("engine_predicted_n"))
+    return RunResult(served, load, samples)

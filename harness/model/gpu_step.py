@@ -26,13 +26,14 @@ microbenchmarks — or, uncalibrated, from the datasheet at the chapter's 50 % (
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping
 
 from harness.errors import HarnessError
 from harness.model.forward import attention_pair_flops, expected_active_experts, param_counts
-from harness.model.kernel_tables import AttentionKey, KernelTables
+from harness.model.kernel_tables import AttentionKey, KernelTables, MoeKey
 from harness.model.kv import kv_bytes_per_token
 from harness.model.parallel import ACTIVATION_BYTES, Parallel, allreduce_time_s, check_parallel, kv_replication
 from harness.model.precision import BF16_BYTES, Precision
@@ -332,8 +333,10 @@ class GpuStepModel:
         are other tables), per layer × layers: decode at the mean attended context, prefill at the prompt length with
         as many (query, key) pairs as the chunks have."""
         m, par = self.model, self.parallel
-        if self.tables is None or m.attention != "gqa":
+        if self.tables is None:
             return None
+        if m.attention == "mla":
+            return self._mla_from_tables(fb)
         key = AttentionKey(m.n_heads // par.tp, max(1, m.n_kv_heads // par.tp), m.head_dim,
                            "fp8" if self.kv_bytes_per_elem == 1.0 else "bf16")
         t, pairs_left, keys_left = 0.0, fb.prefill_pairs, fb.decode_keys
@@ -350,9 +353,34 @@ class GpuStepModel:
                 pairs_left = 0.0
         return t, pairs_left, keys_left
 
+    def _mla_from_tables(self, fb: ForwardBatch) -> tuple[float, float, float] | None:
+        m, t = self.model, self.tables
+        heads = max(1, m.n_heads // self.parallel.tp)
+        out, pairs_left, keys_left = 0.0, fb.prefill_pairs, fb.decode_keys
+        if fb.decode_seqs > 0 and fb.decode_keys > 0:
+            d = t.mla_s("decode", heads, fb.decode_seqs, fb.decode_keys / fb.decode_seqs)
+            if d is not None:
+                out += m.n_layers * d
+                keys_left = 0.0
+        if fb.prefill_seqs > 0 and fb.prefill_pairs > 0:
+            isl = max(1.0, (2.0 * fb.prefill_pairs / fb.prefill_seqs) ** 0.5)
+            p = t.mla_s("prefill", heads, fb.prefill_seqs, isl)
+            if p is not None:
+                out += m.n_layers * p
+                pairs_left = 0.0
+        return out, pairs_left, keys_left
+
     def _experts_s(self, t: float, wbe: float, dtype: str, act_bytes: float, peak: float) -> float:
         """The routed experts of one MoE layer on one card: a grouped GEMM over the experts the step's tokens touch."""
         m, par = self.model, self.parallel
+        if self.tables is not None:
+            key = MoeKey(self.precision.name, m.hidden_size, m.moe_intermediate_size, m.n_experts_per_token,
+                         m.n_routed_experts, par.expert_tp, par.ep)
+            got = self.tables.moe_s(key, t)
+            if got is None and key.dtype == "fp8":
+                got = self.tables.moe_s(dataclasses.replace(key, dtype="fp8-block"), t)
+            if got is not None:
+                return got
         g = self.constants.gemm_for(dtype)
         width = m.moe_intermediate_size / par.expert_tp
         per_expert_params = 3 * m.hidden_size * width

@@ -138,6 +138,20 @@ class AttentionKey:
 
 
 @dataclass(frozen=True)
+class MoeKey:
+    """The routed-expert layer a MoE table was measured at, per instance: kernel dtype, hidden and expert widths, top-k,
+    experts, and how they are spread (moe_tp × ep)."""
+
+    dtype: str
+    hidden: int
+    inter: int
+    topk: int
+    experts: int
+    moe_tp: int
+    ep: int
+
+
+@dataclass(frozen=True)
 class KernelTables:
     """One GPU's (and one engine's) measured kernels, ready to interpolate.
 
@@ -152,6 +166,9 @@ class KernelTables:
     decode_attention: Mapping[AttentionKey, GridTable] = field(default_factory=dict)
     prefill_attention: Mapping[AttentionKey, GridTable] = field(default_factory=dict)
     allreduce: Mapping[int, GridTable] = field(default_factory=dict)
+    moe: Mapping[MoeKey, GridTable] = field(default_factory=dict)  # one MoE layer's routed experts over tokens
+    mla_decode: Mapping[int, GridTable] = field(default_factory=dict)  # MLA core attention by heads per card: (batch, context)
+    mla_prefill: Mapping[int, GridTable] = field(default_factory=dict)  # by heads per card: (batch, prompt)
     smallest_kernel_s: float | None = None
     notes: tuple[str, ...] = ()
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # (op, coordinates) -> seconds
@@ -188,6 +205,20 @@ class KernelTables:
         if phase == "decode" and best.kv_heads != key.kv_heads:
             scale = max(scale, key.kv_heads / best.kv_heads)
         return tables[best].time_s(max(1.0, batch), max(1.0, tokens)) * scale
+
+    def moe_s(self, key: MoeKey, tokens: float) -> float | None:
+        """One MoE layer's routed experts for `tokens` tokens (uniform routing), at exactly the measured shape."""
+        t = self.moe.get(key)
+        return None if t is None else t.time_s(max(1.0, tokens))
+
+    def mla_s(self, phase: str, heads: int, batch: float, tokens: float) -> float | None:
+        """One layer's MLA core attention (decode: over `tokens` of context; prefill: a `tokens` prompt) with `heads`
+        query heads on the card; the nearest measured head count, scaled linearly."""
+        tables = self.mla_decode if phase == "decode" else self.mla_prefill
+        if not tables:
+            return None
+        near = min(tables, key=lambda h: abs(math.log(h / heads)))
+        return tables[near].time_s(max(1.0, batch), max(1.0, tokens)) * heads / near
 
     def allreduce_s(self, cards: int, payload_bytes: float) -> float | None:
         key = ("ar", cards, payload_bytes)

@@ -12,6 +12,8 @@ network, and builds harness.model.kernel_tables.KernelTables:
 | prefill attention (batch, prompt) | `attention/<engine>/<v>/context_attention_perf.parquet` | the same |
 | all-reduce (bytes) | `comm/<engine>/<v>/custom_allreduce_perf.parquet` | the engine's custom all-reduce in CUDA-graph mode; `message_size` counts BF16 elements |
 | FP8 scale computation (M, K) | `quantize/trtllm/<v>/computescale_perf.parquet` | subtracted from TensorRT-LLM's FP8 GEMMs (below) |
+| MoE layer (tokens) | `moe/<engine>/<v>/moe_perf.parquet` | the engine's fused-MoE kernel per expert dtype, `balanced` routing (the model's uniform-routing assumption, §9.3.3) |
+| MLA attention (batch, length) | `mla/<engine>/<v>/{generation,context}_mla_perf.parquet` | SGLang's and TensorRT-LLM's MLA kernels, measured at tp_size 1 by heads per card |
 
 TensorRT-LLM's FP8 GEMM table was collected with weights that carry no input scale, so each entry includes the
 dynamic computation of the activation scale (the collector says so, and measures that overhead separately in
@@ -25,7 +27,10 @@ are stored in milliseconds and converted to seconds here.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import os
+import pickle
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -33,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.model.kernel_tables import AttentionKey, GridTable, KernelTables, grid_from_points
+from harness.model.kernel_tables import AttentionKey, GridTable, KernelTables, MoeKey, grid_from_points
 
 ENGINES = ("vllm", "sglang", "trtllm")
 
@@ -100,9 +105,49 @@ def _read(path: Path, columns: list[str]):
         raise HarnessError(f"kernel data {path} cannot be read ({exc}); reinstall aiconfigurator or give another folder.") from None
 
 
+CACHE_FORMAT = 1  # bump when the tables built here change
+
+
+def _cache_file(root: Path, gpu: str, engine: str, version: str | None) -> Path | None:
+    """Where built tables are kept between runs: $XDG_CACHE_HOME (or ~/.cache)/llm-dist-harness/kernel-tables/, named by
+    the data folder's identity (path, modification time) so new data is never read from an old cache."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    try:
+        stamp = f"{root.resolve()}|{root.stat().st_mtime_ns}|{gpu}|{engine}|{version}|{CACHE_FORMAT}|{_package_version()}"
+    except OSError:
+        return None
+    digest = hashlib.sha256(stamp.encode()).hexdigest()[:16]
+    return Path(base) / "llm-dist-harness" / "kernel-tables" / f"{gpu}-{engine}-{digest}.pickle"
+
+
 @lru_cache(maxsize=16)
 def load_aic_tables(gpu: str, engine: str, version: str | None = None, data_root: str | None = None) -> KernelTables:
-    """The step model's tables for `gpu` and `engine` from aiconfigurator's kernel data (newest version folders)."""
+    """The step model's tables for `gpu` and `engine` from aiconfigurator's kernel data (newest version folders); built
+    once and cached on disk (a derived copy, rebuilt when the data folder changes)."""
+    root = aic_data_root(data_root) / aic_system(gpu)
+    cache = _cache_file(root, gpu, engine, version) if root.is_dir() else None
+    if cache is not None and cache.is_file():
+        try:
+            with open(cache, "rb") as f:
+                got = pickle.load(f)
+            if isinstance(got, KernelTables):
+                return got
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
+            pass  # a stale or damaged cache is rebuilt below
+    tables = _build_tables(gpu, engine, version, data_root)
+    if cache is not None:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(".tmp")
+            with open(tmp, "wb") as f:
+                pickle.dump(tables, f, protocol=pickle.HIGHEST_PROTOCOL)
+            tmp.replace(cache)
+        except OSError:
+            pass  # no cache: the next run builds the tables again
+    return tables
+
+
+def _build_tables(gpu: str, engine: str, version: str | None, data_root: str | None) -> KernelTables:
     if engine not in ENGINES:
         raise HarnessError(f"engine {engine!r}: imported kernel data exists for {', '.join(ENGINES)}.")
     root = aic_data_root(data_root) / aic_system(gpu)
@@ -172,9 +217,84 @@ def load_aic_tables(gpu: str, engine: str, version: str | None = None, data_root
     else:
         notes.append(f"no all-reduce measurements for {engine} on {gpu}")
 
+    moe, moe_used = _moe_tables(root, engine, version)
+    if moe_used:
+        used.append(moe_used)
+    mla_dec, mla_pre, mla_used = _mla_tables(root, engine, version)
+    if mla_used:
+        used.append(mla_used)
+
     version_of_pkg = _package_version()
     src = (f"imported kernel data: aiconfigurator {version_of_pkg} {aic_system(gpu)} ({'; '.join(used)})")
-    return KernelTables(gpu, src, gemm, dec, pre, ar, smallest, tuple(notes))
+    return KernelTables(gpu, src, gemm, dec, pre, ar, moe, mla_dec, mla_pre, smallest, tuple(notes))
+
+
+# the fused-MoE kernel each engine runs per expert dtype (first present wins), and our dtype names for aiconfigurator's
+_MOE_KERNELS = {
+    "vllm": ("vllm_fp8moe_triton_tritonexperts", "vllm_unquantizedfusedmoe_triton_tritonexperts",
+             "vllm_compressedtensorswna16marlinmoe_marlin_marlinexperts", "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic",
+             "vllm_fused_moe", "vllm_marlin_int4_moe", "vllm_mxfp4_moe"),
+    "sglang": ("sglang_fused_moe_triton", "sglang_marlin_moe", "sglang_flashinfer_cutlass_moe"),
+    "trtllm": ("moe_torch_flow", "moe_torch_flow_cutlass"),
+}
+MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8-block", "int4_wo": "int4-wo", "w4a16_mxfp4": "mxfp4"}
+
+
+def _moe_tables(root: Path, engine: str, version: str | None):
+    """MoE tables of every version folder, newest first: a shape only an older version measured is taken from it."""
+    folder = root / "moe" / engine
+    if not folder.is_dir():
+        return {}, ""
+    vdirs = sorted((p for p in folder.iterdir() if (p / "moe_perf.parquet").is_file()), key=lambda p: _version_key(p.name),
+                   reverse=True)
+    if version is not None:
+        vdirs = [p for p in vdirs if p.name == version] or vdirs
+    out: dict[MoeKey, GridTable] = {}
+    names = []
+    for vdir in vdirs:
+        got = _moe_version(vdir, engine)
+        new = {k: v for k, v in got.items() if k not in out}
+        if new:
+            out.update(new)
+            names.append(vdir.name)
+    return out, f"MoE {engine} {', '.join(names)} (balanced routing)" if out else ""
+
+
+def _moe_version(vdir: Path, engine: str) -> dict[MoeKey, GridTable]:
+    df = _read(vdir / "moe_perf.parquet", ["kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk",
+                                           "num_experts", "moe_tp_size", "moe_ep_size", "distribution", "latency"])
+    df = df[(df.distribution == "balanced") & df.moe_dtype.isin(list(MOE_DTYPES))]
+    rank = {k: i for i, k in enumerate(_MOE_KERNELS[engine])}
+    df = df[df.kernel_source.isin(list(rank))].assign(rank=lambda x: x.kernel_source.map(rank))
+    out = {}
+    keys = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size"]
+    for k, sub in df.groupby(keys):
+        sub = sub[sub["rank"] == sub["rank"].min()]
+        if len(sub) < 2:
+            continue
+        key = MoeKey(MOE_DTYPES[k[0]], *(int(x) for x in k[1:]))
+        out[key] = grid_from_points(sub[["num_tokens"]].to_numpy(), sub.latency.to_numpy() * 1e-3, f"moe {key}")
+    return out
+
+
+def _mla_tables(root: Path, engine: str, version: str | None):
+    vdir = _newest(root / "mla" / engine, version)
+    while vdir is not None and not (vdir / "generation_mla_perf.parquet").is_file():
+        older = [p for p in (root / "mla" / engine).iterdir() if p.is_dir() and _version_key(p.name) < _version_key(vdir.name)]
+        vdir = max(older, key=lambda p: _version_key(p.name)) if older else None
+    if vdir is None:
+        return {}, {}, ""
+    tables: list[dict[int, GridTable]] = []
+    for fname, length in (("generation_mla_perf.parquet", "step"), ("context_mla_perf.parquet", "isl")):
+        df = _read(vdir / fname, ["num_heads", "batch_size", "isl", "tp_size", "step", "kv_cache_dtype", "latency"])
+        df = df[(df.tp_size == 1) & (df.kv_cache_dtype == "bfloat16")]
+        out = {}
+        for h, sub in df.groupby("num_heads"):
+            lens = sub[length] + (1 if length == "step" else 0)
+            out[int(h)] = grid_from_points(np.column_stack([sub.batch_size.to_numpy(), lens.to_numpy()]),
+                                           sub.latency.to_numpy() * 1e-3, f"mla {fname} {h} heads")
+        tables.append(out)
+    return tables[0], tables[1], f"MLA {engine} {vdir.name}"
 
 
 def _trtllm_compute_scale(root: Path, version: str):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from harness.predict.point import PredictedPoint
 from harness.predict.silicon import ErrorStats, GroupSummary, SiliconValidation
-from harness.served import fmt_error_pct
 from harness.units import fmt_ms, fmt_num, fmt_pct
 
 
@@ -73,9 +72,6 @@ def render_validation(v: SiliconValidation) -> str:
     if refused:
         lines += ["", "rows not predicted (ours), by reason:"]
         lines += [f"  {n:4d}  {k}" for k, n in sorted(refused.items(), key=lambda kv: -kv[1])]
-    lines.append(f"\n(wall {fmt_num(v.wall_s, '.0f')} s; per-row details with --json)")
+    lines.append(f"\n(wall {fmt_num(v.wall_s, '.0f')} s, CPU {fmt_num(v.cpu_s, '.0f')} s; per-row details with --json)")
     return "\n".join(lines)
 
-
-def signed(e: float | None) -> str:
-    return fmt_error_pct(e)

@@ -315,11 +315,13 @@ class SiliconValidation:
     wall_s: float
     aic: bool
     notes: tuple[str, ...] = field(default=())
+    cpu_s: float = 0.0  # this process's CPU time (the wall time also holds the other jobs of a shared host)
     schema_version: int = SILICON_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": self.schema_version, "system": self.system, "csv": self.csv,
                 "calibration": self.calibration, "calibration_kind": self.calibration_kind, "wall_s": self.wall_s,
+                "cpu_s": self.cpu_s,
                 "aic": self.aic, "notes": list(self.notes),
                 "groups": [asdict(g) for g in self.groups], "overall": [asdict(g) for g in self.overall],
                 "rows": [r.to_dict() for r in self.rows]}
@@ -371,7 +373,7 @@ def read_rows(path: Path, system: str) -> list[dict[str, Any]]:
 def validate_silicon(system: str, *, csv: str | None = None, calibration: str = "aic", with_aic: bool = True,
                      kernel_data: str | None = None, limit: int | None = None) -> SiliconValidation:
     """Predict every row of `system` (ours and aiconfigurator's) and summarise the errors per engine × model × mode."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     gpu = SYSTEM_GPUS.get(system)
     if gpu is None:
         raise HarnessError(f"--system {system!r} has no GPU spec here; known: {', '.join(SYSTEM_GPUS)}.")
@@ -388,7 +390,7 @@ def validate_silicon(system: str, *, csv: str | None = None, calibration: str = 
     label = "; ".join(f"{e}: {c.describe()}" for e, c in consts.items())
     groups = _groups(results)
     return SiliconValidation(system, str(path), label, ", ".join(kinds), tuple(results), groups, _overall(results),
-                             time.perf_counter() - t0, with_aic)
+                             time.perf_counter() - t0, with_aic, cpu_s=time.process_time() - c0)
 
 
 def _one(row: dict[str, Any], aic_root: Path | None, consts: dict[str, StepConstants], calibration: str,

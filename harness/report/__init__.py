@@ -7,4 +7,5 @@ RENDERERS: dict[str, str] = {
     "bench-pd": "harness.report.bench_pd:render",
     "compare": "harness.report.compare:render",
     "ch19": "harness.report.ch19:render",
+    "loop": "harness.report.loop:render",
 }

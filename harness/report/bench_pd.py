@@ -29,7 +29,8 @@ from harness.errors import HarnessError
 from harness.model import queueing
 from harness.outdir import writable_dir
 from harness.report.renderer import ReportOptions, RunSource
-from harness.target.prediction import PREDICTION_FILE, SIMULATED_LABEL, NoPrediction, TargetPrediction, prediction_rows
+from harness.served import MetricComparison, fmt_error_pct
+from harness.target.prediction import PREDICTION_FILE, SIMULATED_LABEL, NoPrediction, TargetPrediction, compare_prediction
 from harness.units import fmt_ms, fmt_num
 from workloads.summary import LoadSummary, read_summary
 
@@ -355,16 +356,21 @@ def twin_lines(prediction: dict[str, Any] | None, summary: LoadSummary) -> list[
         return [f"model: {NoPrediction().text()}"]
     pred = TargetPrediction.from_dict(prediction)
     parts = []
-    for r in prediction_rows(pred, summary):
+    for r in compare_prediction(pred, summary).rows:
         v = _ms(r.predicted) if r.unit == "s" else f"{_num(r.predicted, '.3f' if r.unit == 'req/s' else '.0f')} {r.unit}"
-        parts.append(f"{r.quantity} {v} (error {_err(r.error)})")
+        parts.append(f"{_LABELS[r.metric]} {v} (error {_err(r.error)})")
     return [f"model: {SIMULATED_LABEL} from {pred.source.kind} {pred.source.path}: " + "; ".join(parts),
             f"model: error = (predicted − measured) / measured; saturation capacity {_num(pred.capacity_requests_per_s, '.3f')} "
             "req/s (simulated)", *(f"model note: {n}" for n in pred.notes)]
 
 
 def _err(e: float | None) -> str:
-    return "n/a" if e is None else f"{e * 100:+.1f}%"
+    return "n/a" if e is None else fmt_error_pct(e)
+
+
+# how this report names each figure of the twin's comparison (harness.target.prediction.PREDICTION_METRICS)
+_LABELS = {"request_throughput_per_s": "request throughput, steady state (window)", "output_tokens_per_s": "output tokens/s (window)",
+           "ttft_p50_s": "TTFT p50", "ttft_p90_s": "TTFT p90", "tpot_p50_s": "TPOT p50", "e2e_p50_s": "E2E p50"}
 
 
 # rows of the main table whose model cell is a figure of the target (the others carry definitions: SLOs, intended rate)
@@ -380,7 +386,7 @@ def _real_target_cell(label: str, plan_cell: str, pred: TargetPrediction | None,
         return plan_cell
     if pred is None:
         return NoPrediction().text() if label == _FIGURE_ROWS[0] else "—"
-    r = {row.quantity: row for row in prediction_rows(pred, summary)}
+    r: dict[str, MetricComparison] = {row.metric: row for row in compare_prediction(pred, summary).rows}
 
     def fig(q: str, unit: str = "") -> str:
         row = r[q]
@@ -388,12 +394,12 @@ def _real_target_cell(label: str, plan_cell: str, pred: TargetPrediction | None,
         return f"{v}{unit} (error {_err(row.error)})"
 
     cells = {
-        _FIGURE_ROWS[0]: f"{fig('request throughput, steady state (window)', ' req/s')}; saturation capacity "
+        _FIGURE_ROWS[0]: f"{fig('request_throughput_per_s', ' req/s')}; saturation capacity "
                          f"{_num(pred.capacity_requests_per_s, '.3f')} req/s at arrival {_num(pred.rate_per_s, '.3f')} req/s",
-        "output tokens/s": fig("output tokens/s (window)"),
-        "TTFT p50 / p99": f"p50 {fig('TTFT p50')}; p90 {fig('TTFT p90')} against the measured p90 {_ms(r['TTFT p90'].measured)}",
-        "TPOT p50 / p99": f"p50 {fig('TPOT p50')}",
-        "E2E p50 / p99": f"p50 {fig('E2E p50')}",
+        "output tokens/s": fig("output_tokens_per_s"),
+        "TTFT p50 / p99": f"p50 {fig('ttft_p50_s')}; p90 {fig('ttft_p90_s')} against the measured p90 {_ms(r['ttft_p90_s'].measured)}",
+        "TPOT p50 / p99": f"p50 {fig('tpot_p50_s')}",
+        "E2E p50 / p99": f"p50 {fig('e2e_p50_s')}",
     }
     return cells.get(label, "—")
 
@@ -401,9 +407,9 @@ def _real_target_cell(label: str, plan_cell: str, pred: TargetPrediction | None,
 def _twin_section(pred: TargetPrediction, summary: LoadSummary) -> list[tuple[str, list[str], list[list[str]]]]:
     src = pred.source
     table = [["quantity", SIMULATED_LABEL, "measured", "error (predicted − measured) / measured"]]
-    for r in prediction_rows(pred, summary):
+    for r in compare_prediction(pred, summary).rows:
         f = (lambda v: _ms(v)) if r.unit == "s" else (lambda v, u=r.unit: f"{_num(v, '.3f' if u == 'req/s' else '.0f')} {u}")
-        table.append([r.quantity, f(r.predicted), f(r.measured), _err(r.error)])
+        table.append([_LABELS[r.metric], f(r.predicted), f(r.measured), _err(r.error)])
     table.append(["saturation capacity", f"{_num(pred.capacity_requests_per_s, '.3f')} req/s, "
                   f"{_num(pred.capacity_output_tokens_per_s, '.0f')} output tokens/s", "not measured by this run", ""])
     paras = [f"SIMULATED: the twin ran this run's workload ({pred.requests} requests, arrival {pred.rate_per_s:.3f} req/s, "

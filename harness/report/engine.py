@@ -3,22 +3,43 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, Sequence
 
-if TYPE_CHECKING:
-    from harness.bench.engine import BenchCheck, EngineCheck
-    from harness.engines.launcher import LaunchPlan, RunningEngine
-    from harness.engines.session import SessionResult
+from harness.engines.crosscheck import CrossRow, render_rows
+from harness.engines.launcher import LaunchPlan, RunningEngine
+from harness.engines.session import SessionResult
+from workloads.summary import LoadSummary
 
 
-def render_check(c: "EngineCheck") -> str:
+class EngineCheck(Protocol):
+    """What the --check line reads of harness.bench.engine.EngineCheck (the use case's record; a report never imports
+    the use-case layer above it)."""
+
+    name: str
+    engine: str
+    mode: str
+    processes: list[str]
+    not_installed_reason: str | None
+
+
+class BenchCheck(Protocol):
+    """What the session summary reads of harness.bench.engine.BenchCheck."""
+
+    api: str
+    run_dir: str
+    summary: LoadSummary
+    rows: list[CrossRow]
+    prediction: dict[str, Any] | None
+
+
+def render_check(c: EngineCheck) -> str:
     lines = [f"ok: {c.name} ({c.engine}, mode {c.mode}): {len(c.processes)} process(es): {', '.join(c.processes)}"]
     if c.not_installed_reason:
         lines.append(f"note: {c.not_installed_reason}")
     return "\n".join(lines)
 
 
-def render_dry_run(plan: "LaunchPlan") -> str:
+def render_dry_run(plan: LaunchPlan) -> str:
     lines = [f"# {plan.config_name}: {plan.engine}, mode {plan.mode}, endpoint {plan.endpoint} (model {plan.served_name})"]
     for p in plan.processes:
         lines.append(f"# {p.role}: health {p.base_url}{p.health_path}" + (f", metrics {p.base_url}{p.metrics_path}" if p.metrics_path else ""))
@@ -26,7 +47,7 @@ def render_dry_run(plan: "LaunchPlan") -> str:
     return "\n".join(lines)
 
 
-def ready_lines(eng: "RunningEngine", serving: bool) -> list[str]:
+def ready_lines(eng: RunningEngine, serving: bool) -> list[str]:
     t = eng.time_to_ready
     out = [f"ready: {eng.plan.endpoint} (model {eng.plan.served_name}) in {t.ready_s:.3f} s"]
     if serving:
@@ -34,7 +55,7 @@ def ready_lines(eng: "RunningEngine", serving: bool) -> list[str]:
     return out
 
 
-def render_session(res: "SessionResult", benches: "list[BenchCheck]") -> str:
+def render_session(res: SessionResult, benches: Sequence[BenchCheck]) -> str:
     t = res.time_to_ready
     e: dict[str, Any] = res.engine
     rel = f", release {e['release']}" if e.get("release") else ""
@@ -48,7 +69,7 @@ def render_session(res: "SessionResult", benches: "list[BenchCheck]") -> str:
     if res.run_dir:
         lines.append(f"stored      {res.run_dir}")
     if benches:
-        from harness.engines.crosscheck import render_rows  # noqa: PLC0415
+        # the bench-pd report module (numpy, the model) adds 0.45 s to `harness engine --check`, which has no bench
         from harness.report.bench_pd import twin_lines  # noqa: PLC0415
 
         for bc in benches:

@@ -6,10 +6,12 @@ measurement window [warmup_s, span_s − cooldown_s) of intended sends (workload
 reproduced by harness.target.des.summarise_run). Every figure here is SIMULATED: it is what the twin
 (harness.target.twin) says the target will serve, not a measurement.
 
-`prediction_rows` sets the prediction beside the run's measured summary: error = (predicted − measured) /
-measured for throughput, output tokens/s, TTFT p50/p90, TPOT p50 and E2E p50.
+`compare_prediction` sets the prediction beside the run's measured summary through the one comparison
+(harness.served.compare_served): error = (predicted − measured) / measured, a signed fraction, for throughput,
+output tokens/s, TTFT p50/p90, TPOT p50 and E2E p50.
 
-Format history (harness.versioning; a newer file is refused): 1 — first version.
+Format history (harness.versioning; a newer file is refused): 1 — first version; 2 — the workload's mean prompt and
+output tokens (`input_tokens_mean`, `output_tokens_mean`: the served point's identity; None in a version-1 file).
 """
 
 from __future__ import annotations
@@ -20,12 +22,22 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from harness.errors import HarnessError
+from harness.served import Percentiles, ServedComparison, ServedMeasurement, ServedPoint, ServedPrediction, compare_served
 from harness.target.des import ServedFigures, saturation_capacity
+from harness.target.twin import predict_point, requests_from_rows, twin_dict
 from harness.versioning import load_versioned, stamp_version
+from workloads.summary import LoadSummary
 
 PREDICTION_FILE = "prediction.json"
-PREDICTION_SCHEMA_VERSION = 1
-PREDICTION_UPGRADES: dict[int, Any] = {}
+PREDICTION_SCHEMA_VERSION = 2
+
+
+def _prediction_1_to_2(d: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 did not record the workload's lengths: the point's identity says "not recorded"."""
+    return {**d, "input_tokens_mean": d.get("input_tokens_mean"), "output_tokens_mean": d.get("output_tokens_mean")}
+
+
+PREDICTION_UPGRADES: dict[int, Any] = {1: _prediction_1_to_2}
 SIMULATED_LABEL = "twin prediction (simulated)"
 
 
@@ -64,6 +76,8 @@ class TargetPrediction:
     compute_s: float = 0.0  # wall seconds the simulation took on this machine
     workload_content_hash: str = ""  # the artifact simulated (workloads.artifact content hash): the one the run sent
     simulated: bool = True
+    input_tokens_mean: float | None = None  # the artifact's mean prompt and output tokens (None: a version-1 file)
+    output_tokens_mean: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -78,19 +92,38 @@ class TargetPrediction:
             return cls(ServedFigures(**d["figures"]), float(d["capacity_requests_per_s"]), float(d["capacity_output_tokens_per_s"]),
                        float(d["rate_per_s"]), float(d["span_s"]), float(d["window_start_s"]), float(d["window_end_s"]),
                        int(d["requests"]), PredictionSource(**d["source"]), dict(d["twin"]), tuple(d.get("notes", ())),
-                       float(d.get("compute_s", 0.0)), str(d.get("workload_content_hash", "")), bool(d.get("simulated", True)))
+                       float(d.get("compute_s", 0.0)), str(d.get("workload_content_hash", "")), bool(d.get("simulated", True)),
+                       _opt_float(d.get("input_tokens_mean")), _opt_float(d.get("output_tokens_mean")))
         except KeyError as exc:
             raise HarnessError(f"{source}: field {exc.args[0]!r} is missing; the run is damaged, rerun it.") from None
         except (TypeError, ValueError) as exc:
             raise HarnessError(f"{source}: a field has a bad value ({exc}); the run is damaged, rerun it.") from None
+
+    def served_point(self) -> ServedPoint:
+        """The point this run offered: the artifact's mean lengths at its mean arrival rate."""
+        return ServedPoint(self.input_tokens_mean, self.output_tokens_mean, rate_per_s=self.rate_per_s,
+                           workload=self.workload_content_hash or "bench-pd workload")
+
+    def served(self) -> ServedPrediction:
+        """The prediction as the shared served-point record (simulated)."""
+        f = self.figures
+        n = int(f.requests_measured)
+        src = self.source
+        return ServedPrediction(self.served_point(), f"{SIMULATED_LABEL}: {src.engine} twin from {src.kind} {src.path}",
+                                ttft_s=Percentiles(n, p50=f.ttft_p50_s, p90=f.ttft_p90_s), tpot_s=Percentiles(n, p50=f.tpot_p50_s),
+                                e2e_s=Percentiles(n, p50=f.e2e_p50_s), request_throughput_per_s=f.request_throughput_per_s,
+                                output_tokens_per_s=f.output_tokens_per_s, capacity_requests_per_s=self.capacity_requests_per_s,
+                                simulated=self.simulated, notes=self.notes)
+
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
 
 
 def predict_artifact(spec: Any, rows: Sequence[dict[str, Any]], *, span_s: float, rate_per_s: float, warmup_s: float = 0.0,
                      cooldown_s: float = 0.0, source: PredictionSource, notes: Sequence[str] = (),
                      workload_content_hash: str = "") -> TargetPrediction:
     """Simulate the artifact's rows on the twin `spec` (a TwinSpec) and its saturation capacity for the same lengths."""
-    from harness.target.twin import predict_point, requests_from_rows, twin_dict  # noqa: PLC0415
-
     if not rows:
         raise HarnessError("the workload is empty; the twin has nothing to predict.")
     if not (math.isfinite(span_s) and span_s > 0):
@@ -105,42 +138,29 @@ def predict_artifact(spec: Any, rows: Sequence[dict[str, Any]], *, span_s: float
     if fig.rejected:
         all_notes.append(f"the twin rejected {fig.rejected} of {len(reqs)} requests (a prompt longer than a slot's context)")
     return TargetPrediction(fig, cap_rps, cap_tok, rate_per_s, span_s, warmup_s, max(warmup_s, span_s - cooldown_s), len(reqs),
-                            source, twin_dict(spec), tuple(dict.fromkeys(all_notes)), time.perf_counter() - t0, workload_content_hash)
+                            source, twin_dict(spec), tuple(dict.fromkeys(all_notes)), time.perf_counter() - t0, workload_content_hash,
+                            input_tokens_mean=sum(r.input_tokens for r in reqs) / len(reqs),
+                            output_tokens_mean=sum(r.output_tokens for r in reqs) / len(reqs))
 
 
-@dataclass(frozen=True)
-class PredictionRow:
-    """One figure: the twin's prediction (simulated) beside the run's measurement."""
-
-    quantity: str
-    unit: str  # "req/s", "tokens/s" or "s"
-    predicted: float | None
-    measured: float | None
-
-    @property
-    def error(self) -> float | None:
-        """(predicted − measured) / measured; None when either is missing or the measurement is 0."""
-        if self.predicted is None or self.measured is None or not self.measured:
-            return None
-        return (self.predicted - self.measured) / self.measured
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "error": self.error}
+# the figures a bench-pd run sets beside the twin's, in the order its report shows them
+PREDICTION_METRICS = ("request_throughput_per_s", "output_tokens_per_s", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "e2e_p50_s")
 
 
-def prediction_rows(pred: TargetPrediction, summary: Any) -> list[PredictionRow]:
-    """The prediction against the run's measured summary (a workloads.summary.LoadSummary)."""
-    f = pred.figures
+def measurement_from_summary(point: ServedPoint, summary: LoadSummary, source: str = "bench-pd run") -> ServedMeasurement:
+    """The run's measured summary (workloads.summary.LoadSummary) as the shared measurement record of `point`; a summary
+    whose window is empty (`window_note`) measured no rate there."""
     empty = bool(summary.window_note)
-    return [
-        PredictionRow("request throughput, steady state (window)", "req/s", f.request_throughput_per_s,
-                      None if empty else summary.request_throughput_per_s),
-        PredictionRow("output tokens/s (window)", "tokens/s", f.output_tokens_per_s, None if empty else summary.output_tokens_per_s),
-        PredictionRow("TTFT p50", "s", f.ttft_p50_s, summary.ttft_s.p50),
-        PredictionRow("TTFT p90", "s", f.ttft_p90_s, summary.ttft_s.p90),
-        PredictionRow("TPOT p50", "s", f.tpot_p50_s, summary.tpot_s.p50),
-        PredictionRow("E2E p50", "s", f.e2e_p50_s, summary.e2e_s.p50),
-    ]
+    return ServedMeasurement(point, source, ttft_s=summary.ttft_s, tpot_s=summary.tpot_s, e2e_s=summary.e2e_s,
+                             request_throughput_per_s=None if empty else float(summary.request_throughput_per_s),
+                             output_tokens_per_s=None if empty else float(summary.output_tokens_per_s),
+                             requests_ok=int(summary.requests_ok), requests_total=int(summary.requests_total))
+
+
+def compare_prediction(pred: TargetPrediction, summary: LoadSummary, source: str = "bench-pd run") -> ServedComparison:
+    """The prediction against the run's measured summary (harness.served.compare_served; shown, not judged)."""
+    point = pred.served_point()
+    return compare_served(pred.served(), measurement_from_summary(point, summary, source), metrics=PREDICTION_METRICS)
 
 
 @dataclass(frozen=True)

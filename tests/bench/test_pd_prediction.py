@@ -21,7 +21,7 @@ import pytest
 from harness.cli import main
 from harness.report.bench_pd import render, twin_lines
 from harness.store import Run
-from harness.target.prediction import PREDICTION_FILE, PREDICTION_SCHEMA_VERSION, TargetPrediction, prediction_rows
+from harness.target.prediction import PREDICTION_FILE, PREDICTION_SCHEMA_VERSION, TargetPrediction, compare_prediction
 from workloads.summary import LoadSummary, read_summary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "target"))
@@ -69,11 +69,13 @@ def test_the_twin_predicts_the_run_it_serves_with_small_errors(predicted_run):
     assert pred.requests == s["requests_total"] == 4
     assert (pred.window_start_s, pred.window_end_s) == (s["window_start_s"], s["window_end_s"]) == (0.0, 8.0)
     assert s["errors_by_class"] == {"ok": 4}
-    rows = {r.quantity: r for r in prediction_rows(pred, LoadSummary.from_dict(s))}
+    comp = compare_prediction(pred, LoadSummary.from_dict(s))
+    assert comp.simulated and comp.point.rate_per_s == 0.5 and comp.point.input_tokens > 0
+    rows = {r.metric: r for r in comp.rows}
     # every completion lands ~1 s inside the window in both: the same count, so the same throughput
-    assert rows["request throughput, steady state (window)"].error == pytest.approx(0.0, abs=1e-9)
-    assert rows["output tokens/s (window)"].error == pytest.approx(0.0, abs=1e-9)
-    for q in ("TTFT p50", "TTFT p90", "TPOT p50", "E2E p50"):
+    assert rows["request_throughput_per_s"].error == pytest.approx(0.0, abs=1e-9)
+    assert rows["output_tokens_per_s"].error == pytest.approx(0.0, abs=1e-9)
+    for q in ("ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "e2e_p50_s"):
         r = rows[q]
         assert r.predicted > 0.05 and abs(r.error) <= LATENCY_REL_TOL, (q, r)
         assert r.error == pytest.approx((r.predicted - r.measured) / r.measured)

@@ -36,9 +36,9 @@ def test_compare_steps_medians_means_and_shares():
     eng = [Iteration(1, 0.020, 0)] * 3 + [Iteration(4, 0.050, 0)] * 3 + [Iteration(4, 0.450, 1)]
     twin = [Iteration(1, 0.030, 0)] * 3 + [Iteration(4, 0.060, 0)] * 4
     rows = {r.batch: r for r in compare_steps("m", eng, twin)}
-    assert rows[1].median_error_pct == pytest.approx(50.0) and rows[1].engine_n == 3
+    assert rows[1].median_error == pytest.approx(0.5) and rows[1].engine_n == 3
     assert rows[4].engine_median_s == pytest.approx(0.050) and rows[4].engine_mean_s == pytest.approx(0.15)
-    assert rows[4].mean_error_pct == pytest.approx(-60.0)
+    assert rows[4].mean_error == pytest.approx(-0.6)
     assert rows[1].engine_share + rows[4].engine_share == pytest.approx(1.0)
 
 
@@ -63,14 +63,33 @@ def test_the_twin_reconstructs_its_own_steps():
     assert pairs == pytest.approx([0.020] * len(pairs))
 
 
+def _state(run_dirs):
+    """A loop state with one point of mix "m" per run directory, each measured once, its twin's steps stubbed."""
+    from types import SimpleNamespace
+
+    from harness.loop.options import LoopPlan
+    from harness.loop.state import LoopState, MeasuredPoint, PlannedPoint, RunResult
+    from harness.loop_records.report import LoadRun
+    from harness.served import ServedMeasurement, ServedPoint, ServedPrediction
+    from harness.target.stage_requests import StageShape
+
+    state = LoopState(LoopPlan(StageShape(8, 8, 8), (1,), 1, True, True, True, ((8, 40),), (0.5,), 2.0, 0, 1, 1, False),
+                      twin=SimpleNamespace(make_scheduler=None))
+    for k, d in enumerate(run_dirs):
+        pt = ServedPoint(8, 40, rate_per_s=1.0 + k, workload="m", index=k)
+        meas = ServedMeasurement(pt, str(d))
+        state.points.append(PlannedPoint(pt, 0.5, SimpleNamespace(rows=[]), ServedPrediction(pt, "t"), 0.0))
+        state.measured[k] = MeasuredPoint((RunResult(meas, LoadRun(str(d), 0, 1, 1, {"ok": 1}, 1.0, None)),), meas)
+    return state
+
+
 def test_served_steps_says_when_tokens_streamed_no_text(tmp_path, monkeypatch):
     """A request that streamed fewer content events than its usage tokens (empty-text tokens) makes the engine's batch
     look smaller: served_steps says how many did."""
     from types import SimpleNamespace
 
-    import harness.target.des as des
-    import harness.target.twin as twin_mod
-    from harness.loop.run import served_steps
+    import harness.loop.iterations as it
+    from harness.loop.iterations import served_steps
     from harness.records import new_manifest
     from harness.store import RunWriter
 
@@ -79,19 +98,17 @@ def test_served_steps_says_when_tokens_streamed_no_text(tmp_path, monkeypatch):
     w.append("requests", [{"error_class": "ok", "chunk_ns": [0, 30 * ms, 60 * ms], "output_tokens_chunks": 3,
                            "output_tokens_usage": 3},
                           {"error_class": "ok", "chunk_ns": [0, 60 * ms], "output_tokens_chunks": 2, "output_tokens_usage": 3}])
-    monkeypatch.setattr(des, "simulate", lambda *a, **k: SimpleNamespace(token_times_s=[[0.0, 0.03, 0.06]] * 2))
-    monkeypatch.setattr(twin_mod, "requests_from_rows", lambda rows: rows)
-    state = {"served": [SimpleNamespace(mix="m", point=0)], "artifacts": {0: SimpleNamespace(rows=[])},
-             "measurements": {0: SimpleNamespace(run_dir=str(w.path))}, "notes": []}
-    rows = served_steps(state, SimpleNamespace(make_scheduler=None))
-    assert rows and any("1 of 2 requests streamed fewer content events" in n for n in state["notes"])
-    assert not any("host stability" in n for n in state["notes"])  # one measurement: no spread to give
-    state["notes"].clear()
+    monkeypatch.setattr(it, "simulate", lambda *a, **k: SimpleNamespace(token_times_s=[[0.0, 0.03, 0.06]] * 2))
+    monkeypatch.setattr(it, "requests_from_rows", lambda rows: rows)
+    state = _state([w.path])
+    rows = served_steps(state)
+    assert rows and any("1 of 2 requests streamed fewer content events" in n for n in state.notes)
+    assert not any("host stability" in n for n in state.notes)  # one measurement: no spread to give
     w2 = RunWriter(new_manifest("load"), tmp_path / "b")
     w2.append("requests", [{"error_class": "ok", "chunk_ns": [0, 30 * ms], "output_tokens_chunks": 2, "output_tokens_usage": 2}])
-    state["measurements"][0] = SimpleNamespace(run_dir=str(w2.path))
-    served_steps(state, SimpleNamespace(make_scheduler=None))
-    assert not any("fewer content events" in n for n in state["notes"])
+    state = _state([w2.path])
+    served_steps(state)
+    assert not any("fewer content events" in n for n in state.notes)
 
 
 def test_step_stability_reads_the_engine_over_the_twin_at_the_fullest_batch():
@@ -120,9 +137,8 @@ def test_step_stability_reads_the_engine_over_the_twin_at_the_fullest_batch():
 def test_served_steps_notes_the_host_stability_of_a_mix(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    import harness.target.des as des
-    import harness.target.twin as twin_mod
-    from harness.loop.run import served_steps
+    import harness.loop.iterations as it
+    from harness.loop.iterations import served_steps
     from harness.records import new_manifest
     from harness.store import RunWriter
 
@@ -132,16 +148,14 @@ def test_served_steps_notes_the_host_stability_of_a_mix(tmp_path, monkeypatch):
         w = RunWriter(new_manifest("load"), tmp_path / str(k))
         w.append("requests", [{"error_class": "ok", "chunk_ns": [i * step * ms for i in range(40)], "output_tokens_chunks": 40,
                                "output_tokens_usage": 40}])
-        dirs.append(str(w.path))
-    monkeypatch.setattr(des, "simulate", lambda *a, **k: SimpleNamespace(token_times_s=[[i * 0.030 for i in range(40)]]))
-    monkeypatch.setattr(twin_mod, "requests_from_rows", lambda rows: rows)
-    arts = {0: SimpleNamespace(rows=[]), 1: SimpleNamespace(rows=[])}
-    state = {"served": [SimpleNamespace(mix="m", point=0), SimpleNamespace(mix="m", point=1)], "artifacts": arts,
-             "measurements": {0: SimpleNamespace(run_dir=dirs[0]), 1: SimpleNamespace(run_dir=dirs[1])}, "notes": []}
-    served_steps(state, SimpleNamespace(make_scheduler=None))
-    (note,) = [n for n in state["notes"] if n.startswith("host stability, m:")]
+        dirs.append(w.path)
+    monkeypatch.setattr(it, "simulate", lambda *a, **k: SimpleNamespace(token_times_s=[[i * 0.030 for i in range(40)]]))
+    monkeypatch.setattr(it, "requests_from_rows", lambda rows: rows)
+    state = _state(dirs)
+    served_steps(state)
+    (note,) = [n for n in state.notes if n.startswith("host stability, m:")]
     assert "batch-1" in note and "1.00–1.10 over 2 measurements" in note and "target is ±10 %" in note
-    assert not [n for n in state["notes"] if n.startswith("served prompts")]  # no prompt finished beside a decode
+    assert not [n for n in state.notes if n.startswith("served prompts")]  # no prompt finished beside a decode
 
 
 def _served_pair(prompt_s: float) -> list[list[float]]:
@@ -171,11 +185,11 @@ def test_prompt_summary_compares_the_prompt_iterations_and_interruptions():
     ps = prompt_summary("512/64", [(_served_pair(1.5), _served_pair(1.2)), (_served_pair(1.6), _served_pair(1.2))])
     assert (ps.engine_n, ps.twin_n) == (2, 2)
     assert ps.engine_median_s == pytest.approx(1.55) and ps.twin_median_s == pytest.approx(1.2)
-    assert ps.median_error_pct == pytest.approx((1.2 - 1.55) / 1.55 * 100)
+    assert ps.median_error == pytest.approx((1.2 - 1.55) / 1.55)
     assert (ps.engine_interrupted, ps.twin_interrupted, ps.engine_requests, ps.twin_requests) == (2, 2, 4, 4)
     text = ps.text()
-    assert "512/64" in text and "1550 ms over 2" in text and "twin 1200 ms over 2, -23 %" in text and "0.50 times" in text
-    assert ps.to_dict()["median_error_pct"] == pytest.approx(ps.median_error_pct)
+    assert "512/64" in text and "1550 ms over 2" in text and "twin 1200 ms over 2, -23%" in text and "0.50 times" in text
+    assert ps.to_dict()["median_error"] == pytest.approx(ps.median_error)
     # the iterations a caller already reconstructed give the same summary
     pairs = [(_served_pair(1.5), _served_pair(1.2)), (_served_pair(1.6), _served_pair(1.2))]
     assert prompt_summary("512/64", pairs, [(reconstruct(e), reconstruct(t)) for e, t in pairs]) == ps

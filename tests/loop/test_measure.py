@@ -11,6 +11,8 @@ import pytest
 from harness.engines import http
 from harness.errors import HarnessError
 from harness.loop.measure import slots_idle_reader, wait_slots_idle
+from harness.served import ServedPoint
+from harness.target.stage_requests import SAVE_PROBE_TOKENS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "target"))
 from slot_picks import SlotPicks  # noqa: E402
@@ -60,14 +62,14 @@ def test_served_points_give_the_load_generator_a_one_second_lead(monkeypatch, tm
 
     seen = []
 
-    def fake_run_load(cfg, workdir, timeout_s):
+    def fake_run_load(cfg, workdir, progress, timeout_s):
         seen.append(cfg)
         raise RuntimeError("stop here")
 
-    monkeypatch.setattr(m, "_run_load", fake_run_load)
+    monkeypatch.setattr(m, "run_load", fake_run_load)
     with pytest.raises(RuntimeError, match="stop here"):
-        m.measure_served("http://127.0.0.1:1", "x", "8/2", 1.0, str(tmp_path / "a.parquet"), 5.0, str(tmp_path), tmp_path,
-                         None, 1, request_timeout_s=30.0)
+        m.measure_served("http://127.0.0.1:1", "x", ServedPoint(8, 2, rate_per_s=1.0, workload="8/2"), str(tmp_path / "a.parquet"),
+                         5.0, str(tmp_path), tmp_path, None, 1, request_timeout_s=30.0)
     assert seen[0].t0_lead_s == m.LOAD_T0_LEAD_S == 1.0  # see LOAD_T0_LEAD_S: at 0.5 s most points' first request ran slow
 
 
@@ -91,7 +93,7 @@ def test_the_settle_pins_one_small_request_per_slot_highest_id_first(monkeypatch
     monkeypatch.setattr(http, "stream", stream)
     measure.settle_slots("http://127.0.0.1:1", "m", 1000, 4)
     assert [b["id_slot"] for _, b in bodies] == measure.settle_order(4) == [3, 2, 1, 0]
-    assert all(u.endswith("/v1/completions") and b["max_tokens"] == 1 and len(b["prompt"]) == measure.SAVE_PROBE_TOKENS
+    assert all(u.endswith("/v1/completions") and b["max_tokens"] == 1 and len(b["prompt"]) == SAVE_PROBE_TOKENS
                for u, b in bodies)
     monkeypatch.setattr(http, "stream", lambda url, body, **kw: http.StreamResult(503, None, 0.01, (), "", None, None, None, "loading"))
     with pytest.raises(HarnessError, match=r"settles the engine's slot 3 before a served point failed \(HTTP 503\): loading"):

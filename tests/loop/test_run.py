@@ -16,9 +16,11 @@ import pytest
 pytest.importorskip("gguf", reason="the gguf package writes the test models; pip install -e .")
 
 from harness.errors import HarnessError  # noqa: E402
-from harness.loop.calibrate import CpuConstants  # noqa: E402
-from harness.loop.render import render_markdown  # noqa: E402
-from harness.loop.run import LoopOptions, run_loop  # noqa: E402
+from harness.loop.options import LoopOptions, plan_for  # noqa: E402
+from harness.loop.run import run_loop  # noqa: E402
+from harness.loop_records.report import read_loop_report  # noqa: E402
+from harness.loop_records.stages import CpuConstants  # noqa: E402
+from harness.report.loop import render, render_text  # noqa: E402
 from harness.store import Run  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -68,114 +70,100 @@ def fixed_constants(monkeypatch):
 
 def quick_opts(cfg: Path, tmp_path: Path, **kw) -> LoopOptions:
     base = dict(config=str(cfg), prompt_tokens=64, decode_prompt_tokens=8, output_tokens=8, batches=(1, 2), reps=1, quick=True,
-                mixes=((48, 6),), rate_fractions=(0.3, 1.2), point_duration_s=2.0, results_dir=str(tmp_path / "results"),
-                log_dir=str(tmp_path / "logs"), sentinel=False)  # the sentinel's own test turns it on: its reads would
-    return LoopOptions(**{**base, **kw})  # load the host beside the stand-in's timed sleeps in every other test
+                mixes=((48, 6),), rate_fractions=(0.3, 1.2), point_duration_s=2.0, repeats=1, results_dir=str(tmp_path / "results"),
+                log_dir=str(tmp_path / "logs"))
+    return LoopOptions(**{**base, **kw})
 
 
 def test_loop_writes_every_table(tmp_path, fixed_constants):
     model = write_random_gguf(tmp_path / "rand.gguf")
-    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, probe=True), progress=None)
-    assert r.status == "complete" and r.run_dir
+    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path), progress=None)
+    assert r.status == "complete" and r.run_dir and r.kind == "loop-cpu"
     run = Run(r.run_dir)
     assert {"loop_calibration", "loop_prediction", "loop_requests", "loop_served", "loop_comparison",
-            "loop_served_comparison"} <= set(run.tables())
+            "loop_served_comparison", "loop_served_steps"} <= set(run.tables())
     d = run.json("loop_report.json")
-    assert d["schema_version"] == 3 and d["status"] == "complete"
+    assert d["schema_version"] == 4 and d["status"] == "complete"
+    as_json = (lambda rep: json.loads(json.dumps(rep.to_dict())))
+    assert as_json(read_loop_report(run)) == as_json(r)  # what is stored is what the loop returned
+    assert read_loop_report(run).comparisons == r.comparisons and read_loop_report(run).points == r.points
     assert run.json("twin.json")["engine"] == "llama.cpp"
-    assert len(r.served) == 2 and all(p.measured is not None for p in r.served)
-    metrics = {c.metric for c in r.served_comparisons}
-    assert {"ttft_p50_s", "tpot_p50_s", "request_throughput_per_s", "capacity_rps"} <= metrics
-    for c in r.served_comparisons:
-        assert c.held_out and (c.predicted is None or math.isfinite(c.predicted))
-    md = render_markdown(r)
+    assert len(r.points) == 2 and all(p.measurement is not None and len(p.runs) == 1 for p in r.points)
+    metrics = {x.metric for c in r.comparisons for x in c.rows}
+    assert {"ttft_p50_s", "tpot_p50_s", "request_throughput_per_s", "capacity_requests_per_s"} <= metrics
+    assert all(x.predicted is None or math.isfinite(x.predicted) for c in r.comparisons for x in c.rows)
+    assert all(c.simulated and c.point == p.point for c, p in zip(r.comparisons, r.points))
+    # the rates are fractions of the capacity the corrected twin predicts (set after the stages' corrections)
+    for p in r.points:
+        assert p.point.rate_per_s == pytest.approx(p.fraction * r.capacity[p.point.workload].requests_per_s)
+    # the stored comparison table reads back as the same records
+    from harness.served import comparisons_from_rows
+
+    assert comparisons_from_rows(run.table("loop_served_comparison").to_dict("records")) == r.comparisons
+    # each judged median carries its bootstrap interval over the requests the load summary's p50 covers
+    for c, p in zip(r.comparisons, r.points):
+        for x in c.rows:
+            if x.metric in ("ttft_p50_s", "tpot_p50_s"):
+                req = Run(p.runs[0].run_dir).table("requests")
+                req = req[(req["error_class"] == "ok") & (req["intended_ns"] / 1e9 < 2.0)]
+                iv = x.measured_interval
+                assert iv is None or (iv.n == len(req) and iv.low <= x.measured <= iv.high and "bootstrap" in iv.method)
+    md = render_text(r)
     assert "Served load" in md and "| 48/6 |" in md and "Isolated stages" in md and "Verdict" in md
-    # the engine's iterations reconstructed from the streams, beside the twin's (a diagnostic table)
+    assert "Served steps" in md and "twin against engine, median step at the fullest batch: 48/6 batch" in md
     assert r.served_steps and all(x.mix == "48/6" and x.batch >= 1 for x in r.served_steps)
     assert sum(x.engine_n for x in r.served_steps) > 0 and sum(x.twin_n for x in r.served_steps) > 0
-    assert "loop_served_steps" in set(run.tables()) and "Served steps" in md
-    # the host speed probe: a reference after the stages, then one before each point, its scale on the point
-    assert any(n.startswith("host speed probe") for n in r.notes)
-    assert all(p.step_scale != 1.0 for p in r.served) and "Host speed probe before each point" in md
-    assert 3 in set(run.table("loop_prediction")["revision"])
-    # the rates are fractions of the capacity the corrected twin predicts (set after the stages' corrections)
-    for p in r.served:
-        assert p.rate_per_s == pytest.approx(p.rate_fraction_of_capacity * r.capacity[p.mix]["requests_per_s"])
-    # each judged median carries its sample's own interval, over the requests the load summary's p50 covers
-    from harness.compare.stats import median_interval
+    assert "Repeatability verdict" in md and "none: each point was measured once (--repeats 1)" in md
+    # `harness report RUN` renders a loop run: HTML with its figures embedded, and the Markdown summary
+    from harness.report.registry import pick_renderer, report
 
-    by_point = {p.point: p for p in r.served}
-    checked = 0
-    for c in r.served_comparisons:
-        if c.metric not in ("ttft_p50_s", "tpot_p50_s"):
-            continue
-        m = by_point[c.point].measured
-        req = Run(m["run_dir"]).table("requests")
-        req = req[(req["error_class"] == "ok") & (req["intended_ns"] / 1e9 < 2.0)]
-        iv = median_interval(req[c.metric[:-6] + "_s"].astype(float))
-        if iv is None:
-            assert c.meas_lo is None and c.meas_hi is None and m[c.metric[:-2] + "_interval_s"] is None
-        else:
-            assert (c.meas_lo, c.meas_hi, c.meas_n) == (iv.low, iv.high, iv.n) and c.meas_lo <= c.measured <= c.meas_hi
-            checked += 1
-    assert checked >= 2, "the 1.2 x capacity point sends at least 6 requests in 2 s"
-    assert "| measured median, 95% interval |" in md  # (its summary line needs judged points; these are contended here)
-    # a median measured wider than its target says how many requests would pin it, from the count its interval covers
-    from dataclasses import replace  # noqa: PLC0415
-
-    i, c = next((i, c) for i, c in enumerate(r.served_comparisons) if c.metric == "tpot_p50_s" and c.measured and c.meas_n)
-    wide = replace(c, meas_lo=0.5 * c.measured, meas_hi=2.0 * c.measured)  # the wider side +100 %: (1.0 / 0.10)^2 = 100 x n
-    rows = r.served_comparisons[:i] + (wide,) + r.served_comparisons[i + 1:]
-    n = wide.meas_n
-    assert n and n <= by_point[c.point].requests
-    assert f"(wider than the target; ~{min(100 * n, 10_000):,}" in render_markdown(replace(r, served_comparisons=rows))
+    assert pick_renderer(r.run_dir) == "loop"
+    paths = report(r.run_dir, tmp_path / "rep")
+    assert {p.name for p in paths} >= {"index.html", "summary.md"}
+    assert "Served load" in (tmp_path / "rep" / "summary.md").read_text()
     # a run where nothing could be judged says so in its verdict, never "0 of 0 within target"
-    from harness.loop.compare import Verdict  # noqa: PLC0415
-
-    none = render_markdown(replace(r, verdict=Verdict(0, 0, 0, len(r.served), ())))
-    assert "Verdict on held-out, uncontended points: NO VERDICT: no figure could be judged" in none
-    assert "0 of 0 judged" not in none
+    assert "NO VERDICT: no figure could be judged" in md and "0 of 0 judged" not in md
 
 
 def test_capacity_is_measured_with_a_burst_and_predicted_for_the_same_requests(tmp_path, fixed_constants):
     model = write_random_gguf(tmp_path / "rand.gguf")
     r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, capacity_requests=12), progress=None)
-    assert r.status == "complete" and r.settings["capacity_requests"] == 12
-    cap = [c for c in r.served_comparisons if c.metric == "capacity_rps"]
-    assert len(cap) == 1 and math.isinf(cap[0].rate_per_s) and "12 requests sent at once" in cap[0].note
-    assert r.capacity["48/6"]["burst_requests"] == 12
-    assert cap[0].predicted == pytest.approx(r.capacity["48/6"]["requests_per_s"])
-    assert cap[0].measured is not None and cap[0].measured > 0
-    run = Run(r.run_dir)
-    served = run.table("loop_served")
-    assert cap[0].point in set(served["point"]) and len(served) == len(r.served) + 1  # the burst has its own load run
-    md = render_markdown(r)
-    assert "| 48/6 | all at once | ∞ | 12 |" in md and "capacity burst" in md
+    assert r.status == "complete" and r.settings.capacity_requests == 12
+    (burst,) = [p for p in r.points if p.burst]
+    (c,) = [c for c in r.comparisons if c.point.burst]
+    row = c.row("capacity_requests_per_s")
+    assert [x.metric for x in c.rows] == ["capacity_requests_per_s"] and "12 requests sent at once" in row.note
+    assert r.capacity["48/6"].burst_requests == 12 and burst.requests == 12
+    assert row.predicted == pytest.approx(r.capacity["48/6"].requests_per_s)
+    assert row.measured is not None and row.measured > 0
+    served = Run(r.run_dir).table("loop_served")
+    assert burst.point.index in set(served["point"]) and len(served) == len(r.points)  # the burst has its own load run
+    assert "| 48/6 | all at once | ∞ | 12 |" in render_text(r)
 
 
-def test_repeats_measure_each_point_again_and_show_the_spread(tmp_path, fixed_constants, monkeypatch):
-    from harness.loop.measure import CpuShare
-
-    monkeypatch.setattr(CpuShare, "SHARE_OK", 0.0)  # the stand-in engine sleeps: judged, so the repeatability is said
+def test_repeats_measure_each_point_again_and_give_the_repeatability_verdict(tmp_path, fixed_constants, monkeypatch):
+    monkeypatch.setattr("harness.loop_records.report.CONTENDED_SHARE", 0.0)  # the stand-in engine sleeps: judged
     model = write_random_gguf(tmp_path / "rand.gguf")
-    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, repeats=2, rate_fractions=(0.3,),
+    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, repeats=None, rate_fractions=(0.3,),
                             capacity_requests=10), progress=None)
-    assert r.status == "complete"
+    assert r.status == "complete" and r.settings.repeats == 2  # the default
     served = Run(r.run_dir).table("loop_served")
     assert sorted(served["repeat"]) == [0, 0, 1, 1] and set(served["point"]) == {0, 1}  # the point and the burst, twice each
-    cap = next(c for c in r.served_comparisons if c.metric == "capacity_rps")
-    assert "2 repeats of the same burst" in cap.note and len(cap.repeat_values) == 2 and "completed" not in cap.note
-    assert cap.measured == pytest.approx(sum(cap.repeat_values) / 2)  # the median of two
     assert len({str(p) for p in Path(r.run_dir).glob("load/*/*")}) == 4  # one load run per repeat
-    ttft = next(c for c in r.served_comparisons if c.metric == "ttft_p50_s")
-    assert "2 repeats of the same workload" in ttft.note
-    a, b = ttft.repeat_values
-    assert ttft.repeat_agreement == ((abs(a / b - 1) <= 0.10) + (abs(b / a - 1) <= 0.10)) / 2  # each way, ±10 %
-    assert any(n.startswith("repeatability (the engine against itself") for n in r.notes)
-    assert "- repeatability (the engine against itself, not a prediction): of the" in render_markdown(r)
-    assert r.served[0].measured["requests_ok"] == 2 * r.served[0].requests
+    cap = next(c for c in r.comparisons if c.point.burst).row("capacity_requests_per_s")
+    assert len(cap.repeat_values) == 2 and "completed" not in cap.note
+    assert cap.measured == pytest.approx(sum(cap.repeat_values) / 2)  # the median of two
+    point = next(p for p in r.points if not p.burst)
+    assert point.measurement.requests_ok == 2 * point.requests and len(point.measurement.repeats) == 2
+    ttft = next(c for c in r.comparisons if not c.point.burst).row("ttft_p50_s")
+    assert len(ttft.repeat_values) == 2 and ttft.judged
+    rep = r.repeatability
+    assert rep is not None and rep.repeats == 2 and rep.figures == sum(1 for c in r.comparisons for x in c.rows if x.judged)
+    assert rep.ratio_low <= rep.ratio <= rep.ratio_high
+    md = render_text(r)
+    assert "Repeatability verdict" in md and ("MATCHES" in md) == rep.matches and "ratio" in md
     # the repeat sends other words of the same lengths (an identical prompt would be served from the prompt cache)
-    from harness.loop.run import fresh_prompts
+    from harness.loop.points import fresh_prompts
 
     rows = [{"prompt": "a b c", "prompt_tokens_target": 48, "intended_s": 0.5, "max_tokens": 6}]
     again = fresh_prompts(rows, salt=1)
@@ -184,88 +172,24 @@ def test_repeats_measure_each_point_again_and_show_the_spread(tmp_path, fixed_co
     assert fresh_prompts(rows, salt=1) == again and fresh_prompts(rows, salt=2) != again
 
 
-def test_without_probe_the_steps_are_unscaled(tmp_path, fixed_constants):
-    model = write_random_gguf(tmp_path / "rand.gguf")
-    r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path), progress=None)  # probe off by default
-    assert r.status == "complete" and all(p.step_scale == 1.0 for p in r.served)
-    assert not any(n.startswith("host speed probe") for n in r.notes)
-
-
-def test_the_host_sentinel_runs_beside_the_engine_and_re_predicts_each_point(tmp_path, fixed_constants, monkeypatch):
-    """The sentinel runs from the first stage window to the last point (its samples kept in the run as sentinel.txt);
-    each point is predicted again by the twin that predicted it with every step × speed_ratio(its samples during the
-    point's load run, against the stage windows' spans): at ×1 exactly the prediction, at ×2 slower. Shown beside the
-    verdict, which it does not change; --no-sentinel runs none."""
-    import functools
-
-    import harness.loop.run as run_mod
-    from harness.telemetry.sentinel import HostSentinel, parse_samples, speed_ratio
-
-    monkeypatch.setattr(run_mod, "HostSentinel", functools.partial(HostSentinel, period_s=0.02, nbytes=1 << 18))
-    monkeypatch.setattr(run_mod, "BUSY_FRACTION", 0.0)  # the stand-in engine is seldom busy; every sample compared
-    calls = []
-
-    def ratio(samples, spans, refs, factor):
-        calls.append((samples, list(spans), list(refs)))
-        assert speed_ratio(samples, spans, refs) is not None, "enough samples in the point and the window"
-        return factor
-
-    model = write_random_gguf(tmp_path / "rand.gguf")
-    cfg = config(tmp_path, model, fake_binary(tmp_path))
-    monkeypatch.setattr(run_mod, "speed_ratio", functools.partial(ratio, factor=1.0))
-    r1 = run_loop(quick_opts(cfg, tmp_path, capacity_requests=10, sentinel=True), progress=None)
-    assert r1.status == "complete"
-    written = parse_samples((Path(r1.run_dir) / "sentinel.txt").read_text())
-    assert len(written) >= 10 and all(x.engine_cpu_per_s is not None for x in written), "the engine's pid was watched"
-    (w0, w1), = calls[0][2]  # one stage window with --quick: its span is the reference
-    for samples, spans, refs in calls:
-        (a, b), = spans  # one load run a point (no repeats)
-        assert refs == [(w0, w1)] and w1 <= a < b and samples == written
-    assert len(calls) == len(r1.served) + 1  # every point and the capacity burst
-    sr = r1.settings["sentinel"]  # what the factors were computed from, kept in the report
-    assert sr["window_spans_s"] == [[w0, w1]] and len(sr["point_spans_s"]) == len(calls) and sr["samples"] >= sr["busy_samples"] > 0
-    assert set(sr["factor_by_point"].values()) == {1.0}
-    judged = [c for c in r1.served_comparisons if c.target_pct is not None]
-    assert {c.metric for c in judged} == {"ttft_p50_s", "tpot_p50_s", "capacity_rps"} and all(c.sentinel_scale == 1.0 and c.at_sentinel == pytest.approx(c.predicted) for c in judged)
-    md = render_markdown(r1)
-    assert "twin at the host sentinel's speed (held out: host telemetry, no served data)" in md
-    assert any(n.startswith("host sentinel (harness.telemetry.sentinel") for n in r1.notes)
-
-    calls.clear()
-    monkeypatch.setattr(run_mod, "speed_ratio", functools.partial(ratio, factor=2.0))
-    r2 = run_loop(quick_opts(cfg, tmp_path, sentinel=True), progress=None)
-    slow = {(c.rate_fraction_of_capacity, c.metric): c for c in r2.served_comparisons if c.at_sentinel is not None}
-    assert all(c.sentinel_scale == 2.0 for c in slow.values())
-    # every step twice as long: TPOT about doubles; the light point's TTFT grows (the overloaded one's, over the
-    # requests --quick's cut lets finish in the twin, need not)
-    assert all(c.at_sentinel > 1.5 * c.predicted for (_, m), c in slow.items() if m == "tpot_p50_s")
-    assert slow[(0.3, "ttft_p50_s")].at_sentinel > 1.3 * slow[(0.3, "ttft_p50_s")].predicted
-    assert r2.verdict == run_mod.served_verdict(list(r2.served_comparisons))  # the verdict counts the prediction alone
-
-    calls.clear()
-    r3 = run_loop(quick_opts(cfg, tmp_path, sentinel=False), progress=None)
-    assert r3.status == "complete" and not calls and not (Path(r3.run_dir) / "sentinel.txt").exists()
-    assert all(c.at_sentinel is None for c in r3.served_comparisons) and "host sentinel" not in render_markdown(r3)
-
-
 def test_quick_takes_one_rep_of_each_side_measurement(tmp_path, fixed_constants):
-    """--quick: the prompt beside decodes, its alone pair and each prompt-cache copy case once (LoopOptions.side_reps;
+    """--quick: the prompt beside decodes, its alone pair and each prompt-cache copy case once (LoopPlan.side_reps;
     the full loop's two are checked in test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy). The copy cases
     only with --copy-cases: --quick leaves them out by default, and says so."""
-    from harness.loop.measure import COPY_PHASES
+    from harness.target.stage_requests import COPY_PHASES
 
     model = write_random_gguf(tmp_path / "rand.gguf")
     r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path), progress=None)
     assert r.status == "complete" and r.twin["settings"]["prompt_cache_ram"]
     assert not any(c.phase.startswith(COPY_PHASES) for c in r.checks)
-    assert r.twin["settings"]["prompt_save_s_per_prompt_token"] == 0.0 and "copy_cases_s" not in r.stage_windows[0]["phases_s"]
+    assert r.twin["settings"]["prompt_save_s_per_prompt_token"] == 0.0 and "copy_cases_s" not in r.stage_windows[0].phases_s
     assert any(n.startswith("the prompt cache's copy of a slot state was not measured (--quick or --no-copy-cases") for n in r.notes)
     r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path, copy_cases=True), progress=None)
     w = r.stage_windows[0]
-    assert r.status == "complete" and 0 < w["phases_s"]["copy_cases_s"] < w["duration_s"]
+    assert r.status == "complete" and 0 < w.phases_s["copy_cases_s"] < w.duration_s
     # every part of the window timed, and together they are the window (less the calls between parts)
-    assert set(w["phases_s"]) == {"prefill_s", "decode_s", "long_decode_s", "side_s", "copy_cases_s"}
-    assert all(v > 0 for v in w["phases_s"].values()) and 0.9 * w["duration_s"] < sum(w["phases_s"].values()) <= w["duration_s"]
+    assert set(w.phases_s) == {"prefill_s", "decode_s", "long_decode_s", "side_s", "copy_cases_s"}
+    assert all(v > 0 for v in w.phases_s.values()) and 0.9 * w.duration_s < sum(w.phases_s.values()) <= w.duration_s
     for kind in ("mixed@", "mixedalone@", "save@"):
         reps = [c.rep for c in r.checks if c.phase.startswith(kind)]
         assert reps and set(reps) == {0}, kind
@@ -303,7 +227,7 @@ def test_engine_dies_mid_loop_keeps_the_partial_run(tmp_path, fixed_constants):
     assert "partial loop run is kept" in msg and ("exited with code" in msg or "succeeded" in msg)
     run_dir = msg.rsplit("kept at ", 1)[1].split(" (status")[0]
     d = json.loads((Path(run_dir) / "loop_report.json").read_text())
-    assert d["status"] == "failed" and d["error"] and d["measured"]  # the stages measured before the crash are kept
+    assert d["status"] == "failed" and d["error"] and d["stage_measurements"]  # the stages measured before the crash are kept
     assert json.loads((Path(run_dir) / "manifest.json").read_text())["status"] == "failed"
 
 
@@ -324,12 +248,20 @@ def test_options_name_the_flag():
         LoopOptions(point_duration_s=0.5)
     with pytest.raises(HarnessError, match="--capacity-requests"):
         LoopOptions(capacity_requests=5)
-    assert LoopOptions(quick=True).capacity_burst(4) == 0 and LoopOptions().capacity_burst(4) == 20
-    assert LoopOptions(quick=True).side_reps == 1 and LoopOptions().side_reps == 2
-    assert LoopOptions(capacity_requests=0).capacity_burst(4) == 0
+    with pytest.raises(HarnessError, match="--repeats must be an integer from 1 to 10"):
+        LoopOptions(repeats=0)
+    with pytest.raises(HarnessError, match="--reps must be an integer >= 1"):
+        LoopOptions(reps=0)
+    assert plan_for(LoopOptions(quick=True), 4).capacity_requests == 0 and plan_for(LoopOptions(), 4).capacity_requests == 20
+    assert plan_for(LoopOptions(quick=True), 4).side_reps == 1 and plan_for(LoopOptions(), 4).side_reps == 2
+    assert plan_for(LoopOptions(capacity_requests=0), 4).capacity_requests == 0
+    # unset options are None; the plan picks the default (the time budget cuts only what the user did not set)
+    assert (plan_for(LoopOptions(), 4).reps, plan_for(LoopOptions(quick=True), 4).reps) == (3, 1)
+    assert plan_for(LoopOptions(), 4).repeats == plan_for(LoopOptions(quick=True), 4).repeats == 2
+    assert LoopOptions().user_set == frozenset() and LoopOptions(repeats=2, rate_fractions=(0.5,)).user_set == {"repeats", "rates"}
     with pytest.raises(HarnessError, match="nothing to measure"):
         LoopOptions(stages=False, served=False)
-    assert LoopOptions().batches is None  # every batch up to the engine's slots, set when the engine config is read
+    assert LoopOptions().batches is None and plan_for(LoopOptions(), 4).batches == (1, 2, 3, 4)
     for bad in ((), (0, 1), (True,)):
         with pytest.raises(HarnessError, match="--batches"):
             LoopOptions(batches=bad)
@@ -363,18 +295,13 @@ def test_short_real_loop_on_a_second_model(tmp_path):
         assert k.chunks_minus_usage == 0, k
     assert any(k.stopped for k in r.checks)
     assert not [n for n in r.notes if "fewer content events" in n]
-    for p in r.served:
-        assert p.measured["requests_ok"] > 0
+    for p in r.points:
+        assert p.measurement.requests_ok > 0
         # the prompts were made exact with the engine's tokenizer; the engine's prompt_n counts the tokens it processed,
         # one fewer when the slot's cached previous prompt shares the BOS token (cache_prompt)
-        assert p.input_tokens - 1 <= p.measured["engine_prompt_tokens_median"] <= p.input_tokens
-    assert {c.metric for c in r.served_comparisons} >= {"ttft_p50_s", "tpot_p50_s", "capacity_rps"}
-    assert "Served load" in render_markdown(r)
-    # the host sentinel ran beside the real engine (on by default), watching its CPU use
-    from harness.telemetry.sentinel import parse_samples
-
-    got = parse_samples((Path(r.run_dir) / "sentinel.txt").read_text())
-    assert len(got) >= 10 and max(x.engine_cpu_per_s or 0.0 for x in got) > 0.5
+        assert all(p.point.input_tokens - 1 <= run.engine_prompt_tokens_median <= p.point.input_tokens for run in p.runs)
+    assert {x.metric for c in r.comparisons for x in c.rows} >= {"ttft_p50_s", "tpot_p50_s", "capacity_requests_per_s"}
+    assert "Served load" in render_text(r) and r.settings.repeats == 2
 
 
 @pytest.mark.slow
@@ -384,10 +311,10 @@ def test_whole_loop_against_llama_cpp(tmp_path):
     r = run_loop(prompt_tokens=128, decode_prompt_tokens=16, output_tokens=16, batches=(1, 2), reps=1, quick=True,
                  mixes=((128, 16),), rate_fractions=(0.5, 1.2), point_duration_s=6.0,
                  results_dir=str(tmp_path), log_dir=str(tmp_path / "logs"), progress=None)
-    qs = [c.quantity for c in r.comparisons]
+    qs = [c.quantity for c in r.stage_comparisons]
     assert qs == ["prefill_tokens_per_s", "ttft_s", "decode_tokens_per_s@1", "decode_tokens_per_s@2"]
-    for c in r.comparisons:
-        assert c.predicted > 0 and c.measured > 0 and math.isfinite(c.error_pct) and c.verdict
+    for c in r.stage_comparisons:
+        assert c.predicted > 0 and c.measured > 0 and math.isfinite(c.error) and c.verdict
     for k in r.checks:  # the engine's token accounting agrees with itself
         if k.stopped:  # stopped once the mixed prompt beside it was done: no usage, the tokens it streamed (a token
             # with empty text streams with the next one)
@@ -397,20 +324,20 @@ def test_whole_loop_against_llama_cpp(tmp_path):
         if k.phase == "prefill":
             assert k.engine_prompt_tokens == 128
             assert k.client_ttft_s >= 0.9 * k.engine_prompt_s
-    md = render_markdown(r)
+    md = render_text(r)
     assert "| prefill_tokens_per_s |" in md and "Which term is wrong" in md
     assert r.run_dir and (Path(r.run_dir) / "loop_report.json").is_file()
 
 
 def test_the_notes_served_steps_adds_reach_the_cpu_loop_report(tmp_path, fixed_constants, monkeypatch):
     """served_steps adds notes (host stability, empty-text tokens); the report once took its notes before it ran."""
-    import harness.loop.run as run_mod
+    import harness.loop.summary as summary
 
-    def steps(state, twin, say=lambda m: None):
-        state["notes"].append("host stability, m: a note from served_steps")
+    def steps(state, say=lambda m: None):
+        state.notes.append("host stability, m: a note from served_steps")
         return []
 
-    monkeypatch.setattr(run_mod, "served_steps", steps)
+    monkeypatch.setattr(summary, "served_steps", steps)
     model = write_random_gguf(tmp_path / "rand.gguf")
     r = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path)), tmp_path), progress=None)
     assert r.status == "complete" and "host stability, m: a note from served_steps" in r.notes
@@ -423,7 +350,7 @@ def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fix
                                                                 "--fake-mixed-s", "0.05"])
     # the full loop's two reps of each side measurement (--quick takes one: LoopOptions.side_reps), one window, no burst
     r = run_loop(quick_opts(cfg, tmp_path, batches=None, quick=False, stage_windows=1, capacity_requests=0), progress=None)
-    assert r.settings["batches"] == [1, 2]  # no --batches: every batch up to the engine's slots
+    assert r.settings.batches == (1, 2)  # no --batches: every batch up to the engine's slots
     assert r.status == "complete"
     bodies = [json.loads(x) for x in log.read_text().splitlines()]
     # the isolated decode's streams run in slots 0..B-1 (consecutive ids: one micro-batch a step)
@@ -473,7 +400,7 @@ def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fix
     assert len(decodes) == 2 and all(c.stopped and not c.error and c.usage_completion_tokens is None for c in decodes)
     assert all(c.max_tokens >= 100 and 2 <= c.client_chunks < c.max_tokens / 2 for c in decodes)
     assert all(c.engine_prompt_tokens == 8 and c.engine_predicted_tokens == c.client_chunks for c in decodes)
-    assert "requests with usage differ; 2 stopped by the client" in render_markdown(r)  # the cross-check counts them apart
+    assert "requests with usage differ; 2 stopped by the client" in render_text(r)  # the cross-check counts them apart
     # --cache-ram 0: nothing is copied, nothing measured; no mixed cost in the stand-in: no mixed correction to speak of;
     # --no-slots: the slots' idleness cannot be read, so the decodes run to their end
     r0 = run_loop(quick_opts(config(tmp_path, model, fake_binary(tmp_path), extra=["--cache-ram", "0", "--no-slots"]), tmp_path),
@@ -485,10 +412,11 @@ def test_stages_pin_decode_slots_and_measure_the_prompt_cache_copy(tmp_path, fix
     assert decodes0 and all(not c.stopped and c.usage_completion_tokens == c.max_tokens for c in decodes0)
 
 
+
+
 def test_stage_windows_predict_each_point_from_the_median_of_every_window(tmp_path, fixed_constants, monkeypatch):
     """Four windows around three points; the host gets 2x slower from the third window on. Every point is then
-    predicted slower than from window 1 alone (the median of 4, 4, 8, 8 ms steps); the windows around point 1 (both
-    fast) leave it as it was, those around point 3 (both slow) double it; every mode's verdict is kept."""
+    predicted slower than from window 1 alone (the median of 4, 4, 8, 8 ms steps); window 1's verdict is kept."""
     import harness.loop.run as run_mod
     from harness.loop.windows import window_points
 
@@ -504,76 +432,44 @@ def test_stage_windows_predict_each_point_from_the_median_of_every_window(tmp_pa
     model = write_random_gguf(tmp_path / "rand.gguf")
     cfg = config(tmp_path, model, fake_binary(tmp_path), extra=["--fake-speed-file", str(speed)])
     r = run_loop(quick_opts(cfg, tmp_path, stage_windows=4, rate_fractions=(0.3, 0.6, 1.2)), progress=None)
-    assert r.status == "complete" and r.settings["stage_windows"] == 4
+    assert r.status == "complete" and r.settings.stage_windows == 4
     assert window_points([0, 1, 2], 4) == (0, 1, 2)
-    assert [w["after_point"] for w in r.stage_windows] == [None, 0, 1, 2]
+    assert [w.after_point for w in r.stage_windows] == [None, 0, 1, 2]
     assert {c.window for c in r.checks} == {0, 1, 2, 3}
-    assert all(p.stage_windows == (0, 1, 2, 3) for p in r.served)
-    b1 = [dict(w["decode_step_s_by_batch"])[1] for w in r.stage_windows]
+    assert all(p.windows == (0, 1, 2, 3) for p in r.points)
+    b1 = [dict(w.decode_step_s_by_batch)[1] for w in r.stage_windows]
     assert b1[2] > 1.6 * b1[0] and b1[3] > 1.6 * b1[0] and b1[1] < 1.3 * b1[0]  # the stand-in's 4 ms step, then 8 ms
     run = Run(r.run_dir)
     pred = run.table("loop_prediction")
     first = {int(x.point): x.tpot_p50_s for x in pred[pred.revision == 2].itertuples()}
-    final = {p.point: p.predicted["tpot_p50_s"] for p in r.served}
+    final = {p.point.index: p.prediction.figure("tpot_p50_s") for p in r.points}
     assert all(final[p] > 1.2 * first[p] for p in first)  # the median step over the windows is 6 ms
     w4 = pred[pred.revision == 4]
-    brk = {int(x.point): x.tpot_p50_s for x in w4[w4.window_mode == "bracketing"].itertuples()}
-    assert brk[0] == pytest.approx(first[0], rel=0.15) and brk[2] > 1.6 * first[2]
     assert {int(x.point): x.tpot_p50_s for x in w4[w4.window_mode == "all"].itertuples()} == pytest.approx(final)
-    assert set(r.window_verdicts) == {"all", "bracketing", "first"}
-    assert set(run.json("twin-windows.json")) == {"1", "2", "3", "4", "1+2", "2+3", "3+4", "1+2+3+4"}
+    assert r.first_window_verdict is not None and r.first_window_verdict.points == len(r.points)
+    assert set(run.json("twin-windows.json")) == {"1", "2", "3", "4", "1+2+3+4"}
     # twin.json is the twin the verdict's predictions came from (every window's median), not window 1's that planned them
     assert run.json("twin.json")["settings"] == run.json("twin-windows.json")["1+2+3+4"]["settings"]
     assert run.json("twin.json")["settings"] != run.json("twin-windows.json")["1"]["settings"]
     summary, = [n for n in r.notes if n.startswith("stage corrections every point was predicted with, the median over windows 1+2+3+4")]
     assert "decode B=1 " in summary and summary.count("(") >= 2
-    # each judged figure carries the range of the single windows' predictions: the slow windows widen every band
-    tp = [c for c in r.served_comparisons if c.metric == "tpot_p50_s"]
-    assert tp and all(c.band_hi > 1.6 * c.band_lo for c in tp)
-    assert all(c.within_band for c in tp)  # the points ran at the fast windows' speed, the band's low end
-    md = render_markdown(r)
-    assert "### Stage windows" in md and "verdict with window 1 alone" in md and "| spread" in md
-    assert "1 repetitions (median). Host" in md and r.settings["stage_reps"] == [1, 1, 1, 1]  # --reps 1: every window alike
+    md = render_text(r)
+    assert "## Stage windows" in md and "with stage window 1 alone (how the points were planned)" in md and "| spread" in md
+    assert "1 repetitions (median);" in md and r.settings.stage_reps == (1, 1, 1, 1)  # --reps 1: every window alike
     from dataclasses import replace  # noqa: PLC0415
 
-    three = render_markdown(replace(r, settings={**r.settings, "reps": 3, "stage_reps": [3, 2, 2, 2]}))
-    assert "3 repetitions (median) in stage window 1, 2 in later windows. Host" in three
-    old = {k: v for k, v in r.settings.items() if k != "stage_reps"}  # a run stored before: --reps alone
-    assert "1 repetitions (median). Host" in render_markdown(replace(r, settings=old))
+    three = render_text(replace(r, settings=replace(r.settings, reps=3, stage_reps=(3, 2, 2, 2))))
+    assert "3 repetitions (median) in stage window 1, 2 in later windows;" in three
     assert "48-token prompt beside 1 decode (engine; over the same alone just before)" in md
-    assert all(w["mixed_prompt_s"] and w["mixed_extra_s"] for w in r.stage_windows)
-    assert "single windows' predictions" in md and any(n.startswith("host drift against model error") for n in r.notes)
+    assert all(w.mixed_prompt_s and w.mixed_extra_s for w in r.stage_windows)
     assert any(n.startswith("stage windows: 4 measurements") for n in r.notes)
-    # every judged figure's conditioning, from the twin that predicted it: TPOT follows the step time, ±2 % about
-    judged = [c for c in r.served_comparisons if c.metric in ("ttft_p50_s", "tpot_p50_s")]
-    seen = [(c.point, c.metric, c.predicted, c.cond_lo, c.cond_hi) for c in judged]
-    assert judged and all(c.cond_lo is not None and c.cond_lo <= c.predicted * (1 + 1e-9) and c.cond_hi >= c.predicted * (1 - 1e-9)
-                          for c in judged), seen
-    light = [c for c in tp if c.rate_fraction_of_capacity < 1]  # past capacity the batch mix moves with the queue too
-    assert light and all(c.cond_hi / c.cond_lo == pytest.approx(1.04, abs=0.015) for c in light), seen
-    assert "twin at ±2 % step time" in md  # the stand-in's points are contended, so nothing is judged: no summary line
-    assert "- conditioning: of the" not in md and not any(n.startswith("conditioning:") for n in r.notes)
-    # the host's speed during each point, fitted on its own requests' E2E (a diagnostic, not held out): the points below
-    # capacity ran at 4 ms steps and the prediction assumed the windows' median, 6 ms, so their factor is about 2/3, and
-    # the twin at that speed gives the TPOT the stand-in served; the prediction itself is unchanged
-    sp = [(c.point, c.metric, c.speed_scale, c.at_speed, c.measured) for c in judged]
-    assert all(c.speed_scale is not None and c.met_at_speed is not None for c in judged), sp
-    # (rel 0.1: the stand-in's asyncio sleeps overshoot, on a slower VM the at-speed TPOT came out 0.92-0.98 of the
-    # measured one, 2026-12-02; unfitted, the prediction is 1.5x the measurement)
-    assert light and all(c.speed_scale == pytest.approx(2 / 3, abs=0.04) and c.at_speed == pytest.approx(c.measured, rel=0.1)
-                         for c in light), [(c.point, c.speed_scale, c.at_speed / c.measured) for c in light]
-    assert "twin at the point's own speed (diagnostic, not held out)" in md and "- host speed (a diagnostic" not in md
-    run_rows = run.table("loop_served_comparison")
-    assert {"speed_scale", "at_speed"} <= set(run_rows.columns) and run_rows["speed_scale"].notna().any()
 
 
 def test_stage_windows_flag_is_checked():
     with pytest.raises(HarnessError, match="--stage-windows must be an integer from 1 to 10"):
         LoopOptions(stage_windows=0)
-    with pytest.raises(HarnessError, match="give one of them"):
-        LoopOptions(stage_windows=2, probe=True)
-    assert LoopOptions().n_windows == 3 and LoopOptions(quick=True).n_windows == 1 and LoopOptions(probe=True).n_windows == 1
-    assert LoopOptions(served=False).n_windows == 1
+    assert plan_for(LoopOptions(), 4).n_windows == 3 and plan_for(LoopOptions(quick=True), 4).n_windows == 1
+    assert plan_for(LoopOptions(served=False), 4).n_windows == 1
 
 
 def test_stage_window_interleaves_the_long_context_decode_with_batch_1_and_the_largest_batch(monkeypatch):
@@ -582,8 +478,9 @@ def test_stage_window_interleaves_the_long_context_decode_with_batch_1_and_the_l
     long."""
     from types import SimpleNamespace
 
-    import harness.loop.run as run_mod
-    from harness.loop.measure import Measured
+    import harness.loop.stages as stages
+    from harness.loop.state import EngineTarget
+    from harness.loop_records.stages import StageMeasurement
 
     calls: list[str] = []
 
@@ -592,7 +489,7 @@ def test_stage_window_interleaves_the_long_context_decode_with_batch_1_and_the_l
             calls.append(f"{phase}@{batch}#{rep}")
             if after_rep is not None:
                 after_rep(rep)
-        return Measured(f"decode_tokens_per_s@{batch}", 1.0, 1.0, (1.0,), ""), []
+        return StageMeasurement(f"decode_tokens_per_s@{batch}", 1.0, 1.0, (1.0,), ""), []
 
     def paired(b: int, reps: int) -> list[str]:
         out = []
@@ -602,23 +499,23 @@ def test_stage_window_interleaves_the_long_context_decode_with_batch_1_and_the_l
                 out.append(f"longdecode@{b}#{r}")
         return out
 
-    monkeypatch.setattr(run_mod, "measure_prefill", lambda *a, **k: ([], []))
-    monkeypatch.setattr(run_mod, "measure_decode", decode)
+    monkeypatch.setattr(stages, "measure_prefill", lambda *a, **k: ([], []))
+    monkeypatch.setattr(stages, "measure_decode", decode)
     sched = SimpleNamespace(slots=4, n_ctx_slot=2048, prompt_cache_ram=False)
+    eng = EngineTarget("http://x", "m", 1000, None, 2)
     assert paired(4, 3) == ["decode@4#0", "longdecode@4#0", "decode@4#1", "longdecode@4#1", "decode@4#2"]
     assert paired(4, 1) == ["decode@4#0", "longdecode@4#0"]
     for reps in (3, 1):
         calls.clear()
-        opts = LoopOptions(config="x", batches=(1, 2, 4), reps=reps, served=False)
-        run_mod.measure_stage_window("http://x", "m", opts, 1000, sched, None, 2)
+        stages.measure_stage_window(eng, plan_for(LoopOptions(config="x", batches=(1, 2, 4), reps=reps, served=False), 4), sched)
         assert calls == paired(1, reps) + [f"decode@2#{r}" for r in range(reps)] + paired(4, reps)
     calls.clear()  # a single batch of 1: its own long-context decode, once
-    run_mod.measure_stage_window("http://x", "m", LoopOptions(config="x", batches=(1,), reps=2, served=False), 1000, sched, None, 2)
+    stages.measure_stage_window(eng, plan_for(LoopOptions(config="x", batches=(1,), reps=2, served=False), 4), sched)
     assert calls == ["decode@1#0", "longdecode@1#0", "decode@1#1"]
     # a later window takes one rep fewer (at least 2): short, long, short; window 1 and --reps 2 keep theirs
-    opts = LoopOptions(config="x", batches=(1, 2, 4), reps=3, served=False)
-    assert [opts.window_reps(w) for w in (0, 1, 2)] == [3, 2, 2]
-    assert LoopOptions(config="x", reps=2).window_reps(1) == 2 and LoopOptions(config="x", reps=5).window_reps(2) == 4
+    plan = plan_for(LoopOptions(config="x", batches=(1, 2, 4), reps=3, served=False), 4)
+    assert [plan.window_reps(w) for w in (0, 1, 2)] == [3, 2, 2]
+    assert plan_for(LoopOptions(reps=2), 4).window_reps(1) == 2 and plan_for(LoopOptions(reps=5), 4).window_reps(2) == 4
     calls.clear()
-    run_mod.measure_stage_window("http://x", "m", opts, 1000, sched, None, 2, window=1)
+    stages.measure_stage_window(eng, plan, sched, window=1)
     assert calls == paired(1, 2) + ["decode@2#0", "decode@2#1"] + paired(4, 2)

@@ -109,11 +109,11 @@ def test_sidecars_are_versioned_and_old_unversioned_ones_still_load(tmp_path):
     with RunWriter(new_manifest("load"), tmp_path) as w:
         w.write_json("summary.json", {"load": {"n": 1}})
         w.write_json("plan.json", {"pd": 1})
-        w.write_json("loop_report.json", {"rows": []})
+        w.write_json("sweep.json", {"rows": []})
         w.write_json("other.json", {"x": 1})
     run = Run(w.path)
-    for name in ("plan.json", "loop_report.json"):
-        assert json.loads((w.path / name).read_text())["schema_version"] == SIDECAR_VERSIONS[name]  # loop_report.json is at 3 (stage windows)
+    for name in ("plan.json", "sweep.json"):  # (loop_report.json is versioned by its owner, harness.loop_records.report)
+        assert json.loads((w.path / name).read_text())["schema_version"] == SIDECAR_VERSIONS[name]
     assert run.json("plan.json") == {"schema_version": 1, "pd": 1}
     assert run.json("other.json") == {"x": 1} and run.json("summary.json") == {"load": {"n": 1}}  # workloads.summary's
     (w.path / "plan.json").write_text(json.dumps({"pd": 2}))  # written before sidecars had a version

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from harness.errors import HarnessError
-from harness.target.prediction import PredictionRow, PredictionSource, TargetPrediction, predict_artifact, prediction_rows
-from harness.served import Percentiles
+from harness.served import Percentiles, ServedPoint
+from harness.target.prediction import (PREDICTION_SCHEMA_VERSION, PredictionSource, TargetPrediction, compare_prediction,
+                                         predict_artifact)
 from harness.target.twin import predict_point, requests_from_rows
 from workloads.summary import summarise
 from twin_fixtures import roofline_twin
@@ -34,7 +35,7 @@ def test_the_prediction_is_the_twin_over_the_load_generators_window():
 def test_a_newer_or_damaged_prediction_is_refused():
     d = predict_artifact(roofline_twin(), ROWS, span_s=20.0, rate_per_s=0.5, source=SRC).to_dict()
     with pytest.raises(HarnessError, match="newer than this harness understands"):
-        TargetPrediction.from_dict({**d, "schema_version": 2})
+        TargetPrediction.from_dict({**d, "schema_version": PREDICTION_SCHEMA_VERSION + 1})
     with pytest.raises(HarnessError, match="field 'figures' is missing"):
         TargetPrediction.from_dict({k: v for k, v in d.items() if k != "figures"})
     with pytest.raises(HarnessError, match="schema_version is missing"):
@@ -48,10 +49,21 @@ def test_errors_against_a_measured_summary():
                       request_throughput_per_s=f.request_throughput_per_s * 2, output_tokens_per_s=0.0,
                       ttft_s=Percentiles(1, p50=f.ttft_p50_s / 2), tpot_s=Percentiles(1, p50=f.tpot_p50_s),
                       e2e_s=Percentiles(1, p50=f.e2e_p50_s))
-    r = {row.quantity: row for row in prediction_rows(p, summary)}
-    assert r["request throughput, steady state (window)"].error == pytest.approx(-0.5)
-    assert r["TTFT p50"].error == pytest.approx(1.0) and r["TPOT p50"].error == pytest.approx(0.0)
-    assert r["output tokens/s (window)"].error is None and r["TTFT p90"].error is None  # nothing measured: no error
-    empty = prediction_rows(p, replace(summary, window_note="nothing completed"))
-    assert empty[0].measured is None
-    assert PredictionRow("x", "s", 1.0, 2.0).to_dict()["error"] == pytest.approx(-0.5)
+    c = compare_prediction(p, summary)
+    assert c.simulated and c.point == ServedPoint(128, 6, rate_per_s=0.5, workload="bench-pd workload")
+    r = {row.metric: row for row in c.rows}
+    assert list(r) == ["request_throughput_per_s", "output_tokens_per_s", "ttft_p50_s", "ttft_p90_s", "tpot_p50_s", "e2e_p50_s"]
+    assert r["request_throughput_per_s"].error == pytest.approx(-0.5)
+    assert r["ttft_p50_s"].error == pytest.approx(1.0) and r["tpot_p50_s"].error == pytest.approx(0.0)
+    assert r["output_tokens_per_s"].error is None and r["ttft_p90_s"].error is None  # nothing measured: no error
+    assert not any(row.judged for row in c.rows)  # bench-pd shows its errors; it sets no targets
+    empty = compare_prediction(p, replace(summary, window_note="nothing completed"))
+    assert empty.rows[0].measured is None
+
+
+def test_a_version_1_prediction_loads_with_its_lengths_not_recorded():
+    d = predict_artifact(roofline_twin(), ROWS, span_s=20.0, rate_per_s=0.5, source=SRC).to_dict()
+    old = {k: v for k, v in d.items() if k not in ("input_tokens_mean", "output_tokens_mean")} | {"schema_version": 1}
+    p = TargetPrediction.from_dict(old)
+    assert p.input_tokens_mean is None and p.served_point().mix == "?/?"
+    assert p.served().figure("ttft_p50_s") == p.figures.ttft_p50_s

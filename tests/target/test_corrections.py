@@ -1,12 +1,16 @@
-"""The server-loop iteration overhead the loop takes from the isolated decode (calibration subset "stages")."""
+"""The twin's stage corrections (harness.target.corrections), fitted from the isolated requests (calibration subset
+"stages"): the iteration overhead by batch, the context, prefill and mixed-iteration corrections, the prompt-cache copy."""
 
 from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
-from harness.loop.measure import RequestCheck
-from harness.loop.run import iteration_overhead_s, prefill_correction_s, prompt_alone_s
+from harness.errors import HarnessError
+
+from harness.target.corrections import (combine, context_correction, correction_summary, iteration_overhead_s, mixed_correction,
+                                        mixed_prompt_s, prefill_correction_s, prompt_alone_s, prompt_save)
+from harness.target.stage_requests import MIXED_PROMPT_SLOT, PREFILL_DECODE_TOKENS, RequestCheck, mixed_phase, window_checks
 
 
 def _Check(phase: str, client_decode_s: float | None, client_chunks: int, error: str | None = None,
@@ -119,8 +123,6 @@ def test_prefill_correction_without_splits_is_the_plain_difference():
 
 
 def test_context_correction_by_batch_from_the_long_and_short_steps():
-    from harness.loop.measure import PREFILL_DECODE_TOKENS
-    from harness.loop.run import context_correction
 
     # twin step 15 ms at any B and context; the engine's batch-1 step is 17 ms after the 32-token prompts and 27 ms
     # after the 512-token ones (10 ms over (512 + 7.5) - (32 + 31.5) = 456 context tokens); at batch 4, 20 ms and
@@ -151,8 +153,6 @@ def test_context_correction_at_batch_1_reads_its_paired_long_decode_not_the_pref
     """With "longdecode@1" requests (interleaved with the short batch-1 reps, seconds apart) the batch-1 long side is
     theirs alone; the prefill phase's own decode, a minute earlier at the window's start, is read only by runs stored
     before batch 1 was paired (2026-12-03 09:45 run: it read +6.61 µs a token where the served steps showed none)."""
-    from harness.loop.measure import PREFILL_DECODE_TOKENS
-    from harness.loop.run import context_correction
 
     n = PREFILL_DECODE_TOKENS
 
@@ -193,8 +193,6 @@ def _mixed_checks(truth_twin, cases, window=0, host=1.0, alone=False, stopped=Fa
     the rest of the window was measured: per (P, B, delay) B decodes of 32 tokens generating 200 (their first tokens
     0.2 s after their send) and a P-token prompt sent `delay` after those; with `alone`, the same prompt alone just before;
     with `stopped`, the decodes stopped after 2 of their 200 tokens (no usage; the engine's timings so far)."""
-    from harness.loop.measure import MIXED_PROMPT_SLOT, mixed_phase
-    from harness.loop.run import mixed_prompt_s
 
     out = []
     for rep, (p, b, delay) in enumerate(cases):
@@ -213,7 +211,6 @@ def _mixed_checks(truth_twin, cases, window=0, host=1.0, alone=False, stopped=Fa
 @pytest.mark.parametrize("settings", [{}, {"swa_checkpoints": True, "iteration_overhead_s": 0.012,
                                            "decode_correction_by_batch_s": ((1, -0.003), (2, 0.004))}])
 def test_mixed_correction_recovers_what_a_prompt_costs_beside_decodes(settings):
-    from harness.loop.run import mixed_correction, mixed_prompt_s
 
     truth = ((1, 128, 0.030), (1, 512, 0.055), (3, 128, 0.090), (3, 512, 0.120))
     twin = _twin(**settings)
@@ -235,7 +232,6 @@ def test_mixed_correction_recovers_what_a_prompt_costs_beside_decodes(settings):
 def test_decodes_stopped_once_the_prompt_is_done_give_the_same_correction():
     """measure_mixed_prompts stops the decodes after their prompt: the twin's decodes ask for the tokens the engine's
     were asked for (max_tokens), not the 2 they had streamed, and the correction is the one the full decodes give."""
-    from harness.loop.run import mixed_correction
 
     truth = ((1, 128, 0.030), (1, 512, 0.055))
     twin = _twin()
@@ -253,8 +249,6 @@ def test_mixed_correction_takes_the_extra_over_the_alone_prompt_just_before_so_h
     their alone prompts just before ran there too. Paired, the twin is solved to its own alone time plus the engine's
     extra (the extra itself 1.3 x, the only trace of the drift); taken absolute, the correction absorbs 30 % of the
     whole prompt."""
-    from harness.loop.measure import MIXED_PROMPT_SLOT
-    from harness.loop.run import mixed_correction, mixed_prompt_s
 
     def mixed_alone_s(t, p):
         return prompt_alone_s(t, p, MIXED_PROMPT_SLOT)
@@ -280,7 +274,6 @@ def test_mixed_correction_takes_the_extra_over_the_alone_prompt_just_before_so_h
 
 
 def test_mixed_correction_leaves_out_failed_requests_and_needs_two_slots():
-    from harness.loop.run import mixed_correction
 
     twin = _twin()
     checks = _mixed_checks(twin, [(128, 1, 0.004)])
@@ -292,14 +285,129 @@ def test_mixed_correction_leaves_out_failed_requests_and_needs_two_slots():
     assert mixed_correction(checks, one_slot) is None
 
 
-def test_mixed_cases_size_the_decodes_from_the_windows_own_times():
-    from harness.loop.run import MIXED_DECODE_MARGIN_S, mixed_batches, mixed_cases
 
-    assert mixed_batches(4) == (1, 3) and mixed_batches(2) == (1,) and mixed_batches(1) == ()
-    checks = [_prompt("prefill", 2.0, 512), _prompt("prompt", 0.4, 128), _decode(1, 0.02), _decode(4, 0.06)]
-    got = mixed_cases(checks, [128, 512], (1, 3), 32, 2048, 256)
-    want = {(128, 1): (2 * 0.4 + MIXED_DECODE_MARGIN_S) / 0.02, (128, 3): (2 * 0.4 + MIXED_DECODE_MARGIN_S) / 0.06,
-            (512, 1): (2 * 2.0 + MIXED_DECODE_MARGIN_S) / 0.02, (512, 3): (2 * 2.0 + MIXED_DECODE_MARGIN_S) / 0.06}
-    assert {(p, b): n for p, b, n in got} == {k: pytest.approx(v + 8, abs=1) for k, v in want.items()}
-    assert mixed_cases([], [128], (1,), 32, 2048, 256) == [(128, 1, 256)]  # nothing measured: the fallback
-    assert mixed_cases(checks, [512], (1,), 32, 100, 256) == [(512, 1, 100 - 32 - 1)]  # the slot's context caps it
+def _c(phase: str, rep: int, over_s: float | None, error: str | None = None) -> RequestCheck:
+    return RequestCheck(phase=phase, rep=rep, client_ttft_s=0.05, engine_prompt_s=0.04, ttft_minus_engine_prompt_s=over_s,
+                        engine_prompt_tokens=16, usage_prompt_tokens=16, client_chunks=1, usage_completion_tokens=1,
+                        engine_predicted_tokens=1, chunks_minus_usage=0, engine_decode_s=None, client_decode_s=None,
+                        e2e_s=0.05, error=error)
+
+
+def _case(p: int, o: int, rep: int, copy_s: float, base_s: float = 0.002, slots: int = 4) -> list[RequestCheck]:
+    # one of the `slots` small requests after the case pays the copy; every one pays the baseline
+    return [_c(f"save@{p}/{o}", rep, base_s + (copy_s if i == 1 else 0.0)) for i in range(slots)]
+
+
+def test_recovers_known_per_token_costs_and_the_baseline():
+    per_p, per_g = 120e-6, 40e-6
+    checks = [_c("savewarm", i, 0.3) for i in range(4)] + [_c("savebase", i, x) for i, x in enumerate((0.002, 0.0021, 0.0019, 0.002))]
+    for p, o in ((512, 64), (128, 256), (512, 33)):
+        for rep in range(2):
+            checks += _case(p, o, rep, per_p * p + per_g * (o - 1))
+    checks.append(_c("save@512/64", 0, None, error="reset"))  # a failed request is left out
+    ps = prompt_save(checks)
+    assert ps is not None
+    assert ps.baseline_s == pytest.approx(0.002)  # the warm-up requests (0.3 s) are not the baseline
+    assert ps.per_prompt_s == pytest.approx(per_p, rel=1e-6) and ps.per_generated_s == pytest.approx(per_g, rel=1e-6)
+    assert [k[:2] for k in ps.knots] == [(128, 255), (512, 32), (512, 63)]
+    assert ps.predicted_s(512, 63) == pytest.approx(per_p * 512 + per_g * 63)
+
+
+def test_median_over_reps_and_costs_never_negative():
+    checks = [_c("savebase", 0, 0.002)]
+    checks += _case(512, 64, 0, 0.060) + _case(512, 64, 1, 0.070) + _case(512, 64, 2, 0.300)  # one rep disturbed
+    checks += _case(128, 256, 0, 0.0) + _case(128, 256, 1, 0.0)  # no copy seen: a fit without generated cost
+    ps = prompt_save(checks)
+    assert ps.knots[1] == (512, 63, pytest.approx(0.070))
+    assert ps.per_prompt_s >= 0 and ps.per_generated_s >= 0
+
+
+def test_nothing_measured_is_none():
+    assert prompt_save([]) is None
+    assert prompt_save([_c("savebase", 0, 0.002)]) is None
+    assert prompt_save(_case(512, 64, 0, 0.06)) is None  # no baseline
+
+
+# the twin's host-speed scale (LlamaServerSettings.step_scale): every iteration × it
+def test_step_scale_multiplies_every_iteration():
+    from harness.target.des import ArrivingRequest, simulate
+    from harness.target.llama_server import LlamaServerScheduler, LlamaServerSettings
+
+    class Steps:
+        def prefill_time_s(self, p, cached=0):
+            return 1e-3 * p
+
+        def decode_step_time_s(self, b, ctx):
+            return 0.010
+
+    def run(scale):
+        st = LlamaServerSettings(slots=1, ctx_size=4096, iteration_overhead_s=0.002, step_scale=scale)
+        return simulate(lambda: LlamaServerScheduler(st, Steps()), [ArrivingRequest(0.0, 50, 11)]).finished_s[0]
+
+    assert run(1.5) == pytest.approx(1.5 * run(1.0))
+    with pytest.raises(HarnessError, match="step_scale"):
+        run(0.0)
+
+
+# ---------------------------------------------------------------- several stage windows: one twin, each correction their median
+
+def window_check(phase: str, window: int, step_s: float | None = None, prompt_s: float | None = None) -> RequestCheck:
+    n = 9 if step_s is not None else 1
+    return RequestCheck(phase, 0, 0.1, prompt_s, None, 32, 32, n, n, n, 0, None, step_s * (n - 1) if step_s else None,
+                        1.0, None, window)
+
+
+def test_a_later_window_takes_the_prompt_cache_copy_from_window_0():
+    cs = [window_check("savebase", 0), window_check("save@512/64", 0), window_check("case@512/64", 0), window_check("prefill", 0, prompt_s=0.6),
+          window_check("prefill", 1, prompt_s=0.7)]
+    assert [(c.phase, c.window) for c in window_checks(cs, 1)] == [("prefill", 1), ("savebase", 0), ("save@512/64", 0),
+                                                                    ("case@512/64", 0)]
+    assert window_checks(cs, 0) == [c for c in cs if c.window == 0]
+
+
+def twin(over, b4, pre512, ctx, mixed=()):
+    """A llama.cpp twin with these stage corrections (what one window's corrected twin carries)."""
+    from harness.target.llama_server import LlamaServerSettings
+    from harness.target.twin import TwinSpec
+
+    s = LlamaServerSettings(slots=4, ctx_size=8192, request_overhead_s=over, iteration_overhead_s=over,
+                            decode_correction_by_batch_s=((1, 0.0), (4, b4)), prefill_correction_by_tokens_s=((512, pre512),),
+                            decode_context_s_per_token_by_batch=ctx, mixed_correction_by_batch_tokens_s=mixed)
+    return TwinSpec("llama.cpp", s, None, "m.gguf", "test", ())
+
+
+def test_combine_takes_the_median_of_each_correction_at_every_knot():
+    ts = [twin(0.001, 0.002, 0.05, ((1, 1e-6),), ((1, 128, 0.03), (3, 128, 0.2))), twin(0.003, 0.004, 0.03, ((1, 3e-6),), ((1, 128, 0.05),)),
+          twin(0.002, -0.001, 0.10, (), ((1, 128, 0.01), (3, 128, 0.1)))]
+    c = combine(ts, "windows 1 + 2 + 3").settings
+    assert c.request_overhead_s == pytest.approx(0.002) and c.iteration_overhead_s == pytest.approx(0.002)
+    assert dict(c.decode_correction_by_batch_s) == {1: 0.0, 4: pytest.approx(0.002)}
+    assert dict(c.prefill_correction_by_tokens_s) == {512: pytest.approx(0.05)}
+    assert dict(c.decode_context_s_per_token_by_batch) == {1: pytest.approx(2e-6)}  # the window without one does not vote
+    # grids at the union of their cells: the window without a batch-3 row reads its batch-1 row there (nearest outside)
+    assert {(b, k): x for b, k, x in c.mixed_correction_by_batch_tokens_s} == {(1, 128): pytest.approx(0.03), (3, 128): pytest.approx(0.1)}
+    assert c.slots == 4 and combine(ts[:1]) is ts[0]
+    # knots that differ: each table is read at the union of them
+    a = twin(0.0, 0.0, 0.0, ())
+    b = replace_knots(twin(0.0, 0.0, 0.0, ()), ((128, 0.01), (512, 0.05)))
+    assert dict(combine([a, b, b]).settings.prefill_correction_by_tokens_s) == {128: pytest.approx(0.01), 512: pytest.approx(0.05)}
+
+
+def replace_knots(t, knots):
+    from dataclasses import replace
+
+    return replace(t, settings=replace(t.settings, prefill_correction_by_tokens_s=knots))
+
+
+def test_the_correction_summary_lists_every_cell_of_the_combined_twin_with_each_window_read_there():
+    ts = [twin(0.001, 0.002, 0.05, ((1, 1e-6),), ((1, 128, 0.03), (3, 128, 0.2))), twin(0.003, 0.004, 0.03, ((1, 3e-6),), ((1, 128, 0.05),)),
+          twin(0.002, -0.001, 0.10, (), ((1, 128, 0.01), (3, 128, 0.1)))]
+    text = correction_summary(combine(ts), ts)
+    assert text.split("; ") == [
+        "prefill 512 tokens +50.0 ms (+50.0, +30.0, +100.0)",
+        "decode B=1 +0.0 ms (+0.0, +0.0, +0.0)",
+        "decode B=4 +2.0 ms (+2.0, +4.0, -1.0)",
+        "context B=1 +2.00 µs a token (+1.00, +3.00, —)",  # the window without one shows a dash
+        "mixed B=1 128 tokens +30.0 ms (+30.0, +50.0, +10.0)",
+        "mixed B=3 128 tokens +100.0 ms (+200.0, +50.0, +100.0)"]  # window 2 has no batch-3 row: it reads batch 1's
+    assert correction_summary(twin(0.0, 0.0, 0.0, ()), []) == "prefill 512 tokens +0.0 ms (); decode B=1 +0.0 ms (); decode B=4 +0.0 ms ()"
