@@ -25,7 +25,7 @@ BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 ENGINE_CONFIG ?= llama-cpp-gemma3-270m
 
-.PHONY: step-time install install-engine test bench bench-pd loop-cpu sweep plan micro calibrate report nightly compare-engines browser-deps clean
+.PHONY: step-time install install-engine test bench bench-pd loop-cpu sweep plan micro calibrate calibration-db report nightly compare-engines browser-deps clean
 
 $(BIN)/harness: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,11 @@ micro: install
 
 calibrate: install
 	$(BIN)/harness calibrate results/$(MACHINE) --out calibration/
+
+# refit the GPU calibration database's imported entries (calibration/gpus/) from aiconfigurator's kernel data;
+# needs `pip install -e '.[aic]'` (the command says so when it is missing)
+calibration-db: install
+	$(BIN)/harness micro import-aic --out results --into-db
 
 report: install
 	$(BIN)/harness report results/$(MACHINE) --to reports/calibration/
