@@ -29,10 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--limit", type=int, default=None, help="only the first N rows (a quick look)")
     s.add_argument("--plot", default=None, metavar="PNG", help="write predicted-against-measured scatter plots here")
     s.add_argument("--json", action="store_true", help="per-row and per-group JSON")
+    s.add_argument("--markdown", action="store_true", help="the per-group table as Markdown (as docs/gpu-validation.md shows it)")
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.predict.render import render_validation  # noqa: PLC0415 - pandas and the twin only when validating
+    from harness.predict.render import render_markdown, render_validation  # noqa: PLC0415 - pandas and the twin only when validating
     from harness.predict.silicon import validate_silicon  # noqa: PLC0415
 
     v = validate_silicon(args.system, csv=args.csv, calibration=args.calibration, with_aic=not args.no_aic,
@@ -43,6 +44,8 @@ def main(args: argparse.Namespace) -> int:
         plot_validation(v, args.plot)
     if args.json:
         print_json(v.to_dict())
+    elif args.markdown:
+        print(render_markdown(v))
     else:
         print(render_validation(v))
     return 0

@@ -27,6 +27,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 
+AIC_VERSION = "0.12.0"  # the version whose behaviour this module handles (pip install 'aiconfigurator==0.12.0')
 MODEL_PATH_ALIASES = {
     "meta-llama/Llama-3.1-70B": "meta-llama/Meta-Llama-3.1-70B",
     "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Meta-Llama-3.1-8B",

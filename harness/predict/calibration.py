@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from harness.errors import HarnessError
-from harness.model.gpu_step import AllReduceCost, GemmConstants, KernelConstants
-from harness.model.kernel_tables import KernelTables
+from harness.model.gpu_step import GemmConstants, KernelConstants
+from harness.model.kernel_tables import KernelTables, grid_from_points
 
 KINDS = ("imported kernel data", "our microbenchmarks", "uncalibrated")
 
@@ -53,28 +55,34 @@ def _gpu_db() -> Any | None:
         return None
 
 
-def _from_db_entry(entry: Any, gpu: str) -> StepConstants:
-    """A database entry (harness.calibration.gpu_db.DbEntry) as the step model's constants: its compute efficiency
-    for the GEMMs (per dtype, read at large token counts), its decode bandwidth efficiency for weights and KV, its
-    all-reduce fits by card count."""
+def _from_db_entry(entry: Any, gpu: str, engine: str | None = None) -> StepConstants:
+    """A database entry (harness.calibration.gpu_db.DbEntry) as the step model's constants: the GEMMs' compute efficiency
+    per dtype read at 8192 tokens per card, their weight-streaming efficiency as the entry's decode bandwidth efficiency
+    at batch 1 (its shortest measured context), the attention's as the decode bandwidth efficiency at batch 64 and
+    context 2048, and the all-reduce read off its fitted collectives (the measured sizes, interpolated; the engine's own
+    implementation when the entry has it)."""
     cal = entry.constants
     gemm = {}
     for dtype in ("bf16", "fp8"):
         e = cal.efficiency(gpu, 1, 8192, dtype)
-        b = cal.efficiency(gpu, 1, 1, dtype, decode_context_tokens=1.0)
         if e is not None:
-            gemm[dtype] = GemmConstants(min(1.0, e.compute), min(1.0, (b or e).bandwidth))
+            gemm[dtype] = GemmConstants(min(1.0, e.compute), min(1.0, e.bandwidth))
     dec = cal.efficiency(gpu, 64, 1, "bf16", decode_context_tokens=2048.0)
-    ar = {}
     rec = getattr(entry, "record", None)
+    ar: dict[int, Any] = {}
+    impl = {"vllm": "vllm_graph", "sglang": "sglang_graph", "trtllm": "trtllm"}.get(engine or "")
     for n in (2, 4, 8):
-        fit = rec.collective("all_reduce", n) if rec is not None and hasattr(rec, "collective") else None
+        fit = None
+        if rec is not None and hasattr(rec, "collective"):
+            fit = rec.collective("all_reduce", n, impl) or rec.collective("all_reduce", n)
         if fit is not None:
-            ar[n] = AllReduceCost(max(0.0, fit.alpha_s.value), fit.bandwidth_bytes_per_s.value, f"database all-reduce {n} GPUs")
+            ar[n] = grid_from_points(np.asarray(fit.sizes_bytes, dtype=float)[:, None], np.asarray(fit.median_s, dtype=float),
+                                     f"all-reduce {n} GPUs ({fit.implementation})")
     kc = KernelConstants(gpu, gemm=gemm, attention_bandwidth_efficiency=min(1.0, dec.bandwidth) if dec else 0.5,
-                         allreduce=ar, source=f"calibration database entry {entry.describe()}", calibrated=True)
+                         source=f"calibration database entry {entry.describe()}", calibrated=True)
+    tables = KernelTables(gpu, kc.source, allreduce=ar) if ar else None
     kind = entry.provenance.source_kind if entry.provenance.source_kind in KINDS else "our microbenchmarks"
-    return StepConstants(kind, entry.describe(), kc, None, entry.age_days)
+    return StepConstants(kind, f"database entry {entry.describe()}; fitted constants", kc, tables)  # describe() says its age
 
 
 def step_constants(choice: str, gpu: str, engine: str, *, kernel_data: str | None = None) -> StepConstants:
@@ -87,7 +95,7 @@ def step_constants(choice: str, gpu: str, engine: str, *, kernel_data: str | Non
         if db is not None:
             entry = db.pick(gpu, f"aic-{engine}") if hasattr(db, "pick") else None
         if entry is not None:
-            return _from_db_entry(entry, gpu)
+            return _from_db_entry(entry, gpu, engine)
         if choice == "db":
             raise HarnessError(f"--calibration db: the calibration database has no entry for {gpu}"
                                + ("" if db is not None else " (this harness has no calibration database)")
@@ -109,6 +117,6 @@ def step_constants(choice: str, gpu: str, engine: str, *, kernel_data: str | Non
         if db is None or not hasattr(db, "load_entry"):
             raise HarnessError(f"--calibration {choice}: reading a calibration file needs the calibration database module "
                                "(harness.calibration.gpu_db); give auto, aic or none.")
-        return _from_db_entry(db.load_entry(p), gpu)
+        return _from_db_entry(db.load_entry(p), gpu, engine)
     raise HarnessError(f"--calibration {choice!r}: give auto, db, aic, none, or the path of a calibration file "
                        "(calibration/gpus/<gpu>/<family>.json).")

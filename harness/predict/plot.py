@@ -27,9 +27,11 @@ def plot_validation(v: SiliconValidation, path: str | Path) -> Path:
                         ys.append(pred * 1e3)
                 if xs:
                     ax.scatter(xs, ys, s=12, alpha=0.6, c=colour, marker=marker, label=f"{kind} ({len(xs)})")
-            lo, hi = ax.get_xlim()
-            lo2, hi2 = ax.get_ylim()
-            a, b = max(min(lo, lo2), 1e-1), max(hi, hi2)
+            vals = [getattr(r, f"measured_{metric}_s") * 1e3 for r in v.rows] + \
+                   [getattr(r, f"{w}{metric}_s") * 1e3 for r in v.rows for w in ("", "aic_") if getattr(r, f"{w}{metric}_s")]
+            a, b = min(vals) / 1.5, max(vals) * 1.5
+            ax.set_xlim(a, b)
+            ax.set_ylim(a, b)
             ax.plot([a, b], [a, b], "k-", lw=0.8)
             ax.plot([a, b], [a * 1.2, b * 1.2], "k:", lw=0.6)
             ax.plot([a, b], [a / 1.2, b / 1.2], "k:", lw=0.6)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.served import Percentiles
+from harness.served import Percentiles, ServedPoint, ServedPrediction
 
 PREDICTION_SCHEMA_VERSION = 1
 # Format history: 1 — first version (deployment, workload, ttft/tpot/e2e percentiles, throughput per GPU, KV, calibration).
@@ -53,6 +53,12 @@ class PredictedPoint:
     events: int = 0
     simulated: bool = True
     schema_version: int = field(default=PREDICTION_SCHEMA_VERSION)
+
+    def served(self, point: ServedPoint) -> ServedPrediction:
+        """The prediction as the shared served record (harness.served), for `compare_served`."""
+        return ServedPrediction(point, f"harness {self.engine} twin ({self.calibration})", ttft_s=self.ttft_s,
+                                tpot_s=self.tpot_s, e2e_s=self.e2e_s, request_throughput_per_s=self.request_throughput_per_s,
+                                output_tokens_per_s=self.output_tokens_per_s, simulated=True, notes=self.notes)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -75,3 +75,25 @@ def render_validation(v: SiliconValidation) -> str:
     lines.append(f"\n(wall {fmt_num(v.wall_s, '.0f')} s, CPU {fmt_num(v.cpu_s, '.0f')} s; per-row details with --json)")
     return "\n".join(lines)
 
+
+
+def _m(s: ErrorStats) -> str:
+    if not s.rows:
+        return "—"
+    return f"{fmt_pct(s.median_abs, 0)} / {fmt_pct(s.p90_abs, 0)}"
+
+
+def render_markdown(v: SiliconValidation) -> str:
+    """The per-group table as Markdown (docs/gpu-validation.md carries the latest one)."""
+    lines = ["| engine | model | mode | rows | ours | aic | TTFT ours | TTFT aic | TPOT ours | TPOT aic |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for g in (*v.groups, *v.overall):
+        name = g.model if g.engine != "all" else f"**{g.model}**"
+        lines.append(f"| {g.engine} | {name} | {g.mode} | {g.rows} | {g.predicted} | {g.aic_predicted} | {_m(g.ttft)} | "
+                     f"{_m(g.aic_ttft)} | {_m(g.tpot)} | {_m(g.aic_tpot)} |")
+    lines += ["", "On the rows both predicted:", "",
+              "| rows | mode | n | TTFT ours | TTFT aic | TPOT ours | TPOT aic |", "|---|---|---:|---:|---:|---:|---:|"]
+    for g in v.overall:
+        lines.append(f"| {g.model} | {g.mode} | {g.both_ttft.rows} | {_m(g.both_ttft)} | {_m(g.both_aic_ttft)} | "
+                     f"{_m(g.both_tpot)} | {_m(g.both_aic_tpot)} |")
+    return "\n".join(lines)

@@ -34,11 +34,11 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.model.parallel import Parallel
-from harness.predict.aic import AicEstimate, aic_estimate
+from harness.predict.aic import AIC_VERSION, AicEstimate, aic_estimate
 from harness.predict.calibration import StepConstants, step_constants
 from harness.predict.deployment import Deployment, Workers, Workload
 from harness.predict.predict import predict
-from harness.served import relative_error
+from harness.served import Percentiles, ServedComparison, ServedMeasurement, ServedPoint, ServedPrediction, compare_served
 from harness.specs.models import get_model
 
 SILICON_SCHEMA_VERSION = 1
@@ -222,8 +222,25 @@ def row_deployment(row: dict[str, Any], aic_root: Path | None) -> tuple[Deployme
     return d, w, prof
 
 
+METRICS = ("ttft_mean_s", "tpot_mean_s")  # a row gives one TTFT and one TPOT: its benchmark's mean (harness.served names)
+
+
+def row_point(row: dict[str, Any]) -> ServedPoint:
+    """The served point a silicon row measured: its ISL/OSL at its closed-loop concurrency."""
+    return ServedPoint(float(row["isl"]), float(row["osl"]), concurrency=row_concurrency(row) or 1, workload=str(row["id"]))
+
+
+def row_measurement(row: dict[str, Any]) -> ServedMeasurement:
+    """The row's measurement as the shared record: one figure each (count 1: the row's mean over its requests)."""
+    return ServedMeasurement(row_point(row), f"silicon_sample.csv row {row['id']} ({row.get('silicon_data_source')})",
+                             ttft_s=Percentiles(1, float(row["silicon_ttft_ms"]) * 1e-3),
+                             tpot_s=Percentiles(1, float(row["silicon_tpot_ms"]) * 1e-3))
+
+
 @dataclass(frozen=True)
 class RowResult:
+    """One row: what it ran, our prediction (or why none) and aiconfigurator's, compared by harness.served.compare_served."""
+
     id: str
     engine: str
     model: str
@@ -232,39 +249,69 @@ class RowResult:
     isl: int
     osl: int
     layout: str
-    measured_ttft_s: float
-    measured_tpot_s: float
-    ttft_s: float | None = None
-    tpot_s: float | None = None
+    measured: ServedMeasurement
+    ours: ServedComparison | None = None
     refused: str | None = None
-    aic_ttft_s: float | None = None
-    aic_tpot_s: float | None = None
+    aic: ServedComparison | None = None
     aic_refused: str | None = None
     profile: str = ""
     kv_capped: bool | None = None
     compute_s: float = 0.0
 
+    def _fig(self, c: ServedComparison | None, name: str, what: str) -> float | None:
+        if c is None:
+            return None
+        row = next(r for r in c.rows if r.metric == name)
+        return getattr(row, what)
+
+    @property
+    def measured_ttft_s(self) -> float:
+        return float(self.measured.figure("ttft_mean_s") or math.nan)
+
+    @property
+    def measured_tpot_s(self) -> float:
+        return float(self.measured.figure("tpot_mean_s") or math.nan)
+
+    @property
+    def ttft_s(self) -> float | None:
+        return self._fig(self.ours, "ttft_mean_s", "predicted")
+
+    @property
+    def tpot_s(self) -> float | None:
+        return self._fig(self.ours, "tpot_mean_s", "predicted")
+
+    @property
+    def aic_ttft_s(self) -> float | None:
+        return self._fig(self.aic, "ttft_mean_s", "predicted")
+
+    @property
+    def aic_tpot_s(self) -> float | None:
+        return self._fig(self.aic, "tpot_mean_s", "predicted")
+
     @property
     def ttft_error(self) -> float | None:
-        return relative_error(self.ttft_s, self.measured_ttft_s)
+        return self._fig(self.ours, "ttft_mean_s", "error")
 
     @property
     def tpot_error(self) -> float | None:
-        return relative_error(self.tpot_s, self.measured_tpot_s)
+        return self._fig(self.ours, "tpot_mean_s", "error")
 
     @property
     def aic_ttft_error(self) -> float | None:
-        return relative_error(self.aic_ttft_s, self.measured_ttft_s)
+        return self._fig(self.aic, "ttft_mean_s", "error")
 
     @property
     def aic_tpot_error(self) -> float | None:
-        return relative_error(self.aic_tpot_s, self.measured_tpot_s)
+        return self._fig(self.aic, "tpot_mean_s", "error")
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.update(ttft_error=self.ttft_error, tpot_error=self.tpot_error, aic_ttft_error=self.aic_ttft_error,
-                 aic_tpot_error=self.aic_tpot_error)
-        return d
+        return {"id": self.id, "engine": self.engine, "model": self.model, "mode": self.mode, "concurrency": self.concurrency,
+                "isl": self.isl, "osl": self.osl, "layout": self.layout, "profile": self.profile,
+                "measured_ttft_s": self.measured_ttft_s, "measured_tpot_s": self.measured_tpot_s,
+                "ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "ttft_error": self.ttft_error, "tpot_error": self.tpot_error,
+                "refused": self.refused, "aic_ttft_s": self.aic_ttft_s, "aic_tpot_s": self.aic_tpot_s,
+                "aic_ttft_error": self.aic_ttft_error, "aic_tpot_error": self.aic_tpot_error, "aic_refused": self.aic_refused,
+                "kv_capped": self.kv_capped, "compute_s": self.compute_s}
 
 
 @dataclass(frozen=True)
@@ -395,26 +442,29 @@ def validate_silicon(system: str, *, csv: str | None = None, calibration: str = 
 
 def _one(row: dict[str, Any], aic_root: Path | None, consts: dict[str, StepConstants], calibration: str,
          kernel_data: str | None, gpu: str, with_aic: bool) -> RowResult:
+    meas = row_measurement(row)
     base = dict(id=str(row["id"]), engine=str(row["backend"]), model=str(row["model_path"]), mode=str(row["mode"]),
-                concurrency=row_concurrency(row), isl=int(row["isl"]), osl=int(row["osl"]),
-                measured_ttft_s=float(row["silicon_ttft_ms"]) * 1e-3, measured_tpot_s=float(row["silicon_tpot_ms"]) * 1e-3)
-    aic = aic_estimate(row) if with_aic else AicEstimate(None, None, "not run (--no-aic)")
-    aic_part = dict(aic_ttft_s=aic.ttft_s, aic_tpot_s=aic.tpot_s, aic_refused=aic.refused)
+                concurrency=row_concurrency(row), isl=int(row["isl"]), osl=int(row["osl"]), measured=meas)
+    est = aic_estimate(row) if with_aic else AicEstimate(None, None, "not run (--no-aic)")
+    aic = None
+    if est.ttft_s is not None:
+        pred = ServedPrediction(meas.point, f"aiconfigurator {AIC_VERSION} cli_estimate (its default database version)",
+                                ttft_s=Percentiles(1, est.ttft_s), tpot_s=Percentiles(1, est.tpot_s))
+        aic = compare_served(pred, meas, metrics=METRICS)
+    aic_part = dict(aic=aic, aic_refused=est.refused)
     try:
         d, w, prof = row_deployment(row, aic_root)
-    except Refused as exc:
+    except (Refused, HarnessError) as exc:
         return RowResult(layout="", refused=str(exc), **base, **aic_part)
-    except HarnessError as exc:
-        return RowResult(layout="", refused=str(exc), **base, **aic_part)
-    engine = d.engine
-    if engine not in consts:
-        consts[engine] = step_constants(calibration, gpu, engine, kernel_data=kernel_data)
+    if d.engine not in consts:
+        consts[d.engine] = step_constants(calibration, gpu, d.engine, kernel_data=kernel_data)
     try:
-        p = predict(d, w, constants=consts[engine])
+        p = predict(d, w, constants=consts[d.engine])
     except HarnessError as exc:
         return RowResult(layout="", refused=str(exc), profile=prof.name, **base, **aic_part)
-    return RowResult(layout=p.layout, ttft_s=p.ttft_s.mean, tpot_s=p.tpot_s.mean, profile=prof.name,
-                     kv_capped=p.kv.capped if p.kv else None, compute_s=p.compute_s, **base, **aic_part)
+    ours = compare_served(p.served(meas.point), meas, metrics=METRICS)
+    return RowResult(layout=p.layout, ours=ours, profile=prof.name, kv_capped=p.kv.capped if p.kv else None,
+                     compute_s=p.compute_s, **base, **aic_part)
 
 
 def _summary(key: tuple[str, str, str], rs: list[RowResult]) -> GroupSummary:
