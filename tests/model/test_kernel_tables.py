@@ -55,3 +55,18 @@ def test_attention_reads_the_nearest_measured_shape_scaled_by_heads():
     assert same == pytest.approx(1e-5 + 8 * 1024e-9)
     assert kt.attention_s("decode", AttentionKey(16, 2, 128, "bf16"), 8, 1024) == pytest.approx(2 * same)
     assert kt.attention_s("decode", AttentionKey(8, 1, 64, "bf16"), 8, 1024) is None  # no table of that head dim
+
+
+def test_moe_and_mla_tables():
+    from harness.model.kernel_tables import MoeKey
+
+    tok = np.array([[1.0], [64.0], [4096.0]])
+    key = MoeKey("fp8", 4096, 1536, 8, 128, 8, 1)
+    mla = grid_from_points(np.array([(b, n) for b in (1, 64) for n in (128, 8192)], dtype=float), np.full(4, 2e-5), "m")
+    kt = KernelTables("h200-sxm", "t", moe={key: grid_from_points(tok, np.array([1e-5, 2e-5, 4e-4]), "moe")},
+                      mla_decode={16: mla})
+    assert kt.moe_s(key, 64) == pytest.approx(2e-5)
+    assert kt.moe_s(MoeKey("fp8", 4096, 1536, 8, 128, 4, 2), 64) is None  # another layout: not measured
+    assert kt.mla_s("decode", 16, 8, 1024) == pytest.approx(2e-5)
+    assert kt.mla_s("decode", 32, 8, 1024) == pytest.approx(4e-5)  # twice the heads of the nearest measured count
+    assert kt.mla_s("prefill", 16, 1, 128) is None

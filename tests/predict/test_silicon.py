@@ -64,3 +64,23 @@ def test_cli_json(capsys):
                      "--no-aic", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["schema_version"] == 1 and len(d["rows"]) == 7 and d["calibration_kind"] == "uncalibrated"
+
+
+def test_the_row_facts_kv_dtype_budget_and_precision():
+    from harness.predict.silicon import row_deployment
+
+    rows = {r["id"]: r for r in read_rows(CSV, "h200_sxm")}
+    trt = rows["2026_04_06_llama_3_1_70b_h200_sxm_trtllm_fp8_agg_8192x1024_c16_tp4_ep1_603"]
+    d, w, prof = row_deployment(trt, None)
+    assert d.kv_dtype == "fp8"  # the ModelOpt FP8 checkpoint's KV quantization, applied by TensorRT-LLM
+    assert d.max_num_tokens == (16 + 8192 + 1024 + 64 + 63) // 64 * 64  # InferenceMAX's trtllm-serve budget
+    assert w.length_range(8192) == (6553, 8192) and w.measured_requests == 160 and w.warmup == 0
+    vllm = rows["2026_04_06_llama_3_1_70b_h200_sxm_vllm_fp8_agg_1024x1024_c32_tp8_ep1_647"]
+    assert row_deployment(vllm, None)[0].kv_dtype == "bf16"
+
+
+def test_cli_markdown(capsys):
+    assert cli_main(["validate", "silicon", "--system", "h200_sxm", "--csv", str(CSV), "--calibration", "none",
+                     "--no-aic", "--markdown", "--limit", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| engine | model | mode | rows |") and "On the rows both predicted" in out
