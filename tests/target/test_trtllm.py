@@ -72,3 +72,14 @@ def test_bad_settings_name_the_field():
         TrtllmSettings(capacity_policy="FIRST_COME")
     with pytest.raises(HarnessError, match="max_num_tokens"):
         TrtllmSettings(max_num_tokens=0)
+
+
+def test_the_twin_spec_builds_and_reloads_a_trtllm_twin(tmp_path):
+    from harness.specs.models import get_model
+    from harness.target.step_times import RooflineStepTimes
+    from harness.target.twin import TwinSpec, load_twin, save_twin
+
+    spec = TwinSpec("trtllm", TrtllmSettings(16, 4096), RooflineStepTimes(get_model("qwen3-8b"), 1e14, 1e12), "qwen3-8b", "test")
+    assert isinstance(spec.make_scheduler(), TrtllmScheduler) and spec.slots == 16
+    back = load_twin(save_twin(spec, tmp_path / "twin.json"))
+    assert back.engine == "trtllm" and back.settings == spec.settings
