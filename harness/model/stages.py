@@ -120,13 +120,21 @@ class StageRates:
         return self.prefill_s_per_request + self.decode_s_per_request
 
     @property
+    def allreduce_s_per_request(self) -> float:
+        """A TP instance's all-reduce seconds for one request (prefill + its share of the decode steps'); 0 at tp = 1."""
+        return self.prefill_allreduce_s + self.decode_calls_per_request * self.decode_step_allreduce_s / self.decode_step.batch
+
+    @property
     def compute_s_per_request(self) -> float:
-        """Compute-side GPU-seconds of both stages (for the ideal chunked-prefill bound)."""
-        return self.prefill_compute_s + self.decode_calls_per_request * self.decode_step_compute_s / self.decode_step.batch
+        """Compute-side GPU-seconds of both stages (for the ideal chunked-prefill bound); a TP instance's all-reduces
+        occupy it too (they neither hide compute nor are hidden by it in this bound)."""
+        return (self.prefill_compute_s + self.decode_calls_per_request * self.decode_step_compute_s / self.decode_step.batch
+                + self.allreduce_s_per_request)
 
     @property
     def memory_s_per_request(self) -> float:
-        return self.prefill_memory_s + self.decode_calls_per_request * self.decode_step_memory_s / self.decode_step.batch
+        return (self.prefill_memory_s + self.decode_calls_per_request * self.decode_step_memory_s / self.decode_step.batch
+                + self.allreduce_s_per_request)
 
     @property
     def hidden_prefill_tokens_per_decode_step(self) -> float:
