@@ -122,7 +122,7 @@ def settings_from_sglang(o: Any, *, kv_capacity_tokens: float | None = None) -> 
                                   kv_capacity_tokens, tuple(notes))
 
 
-class _Req:
+class SchedRequest:
     __slots__ = ("r", "done_prompt", "prompt_target", "kv_tokens")
 
     def __init__(self, r: SimRequest):
@@ -145,16 +145,16 @@ class ChunkedPrefillScheduler:
         self.link = None
         self.kv_capacity_tokens = float(settings.kv_capacity_tokens or 0.0)
         self.prefix = PrefixCache()
-        self._waiting: collections.deque[_Req] = collections.deque()
-        self._prefilling: list[_Req] = []
-        self._running: list[_Req] = []
+        self._waiting: collections.deque[SchedRequest] = collections.deque()
+        self._prefilling: list[SchedRequest] = []
+        self._running: list[SchedRequest] = []
         self._kv_used = 0.0
         self._busy = False
         self.steps = 0
         self.preemptions = 0
         self.kv_limited_steps = 0  # steps in which a waiting request was held back by KV capacity
         self.peak_running = 0
-        self._stretch: tuple[int, float, Any, list[_Req]] | None = None  # (generation, start, step ends, batch)
+        self._stretch: tuple[int, float, Any, list[SchedRequest]] | None = None  # (generation, start, step ends, batch)
         self._stretch_gen = 0
         shared = getattr(step_times, "curve_cache", None)
         self._curves: dict[int, tuple[int, np.ndarray]] = shared if isinstance(shared, dict) else {}
@@ -170,7 +170,7 @@ class ChunkedPrefillScheduler:
     def submit(self, req: SimRequest, now_s: float) -> None:
         req.arrival_s = now_s
         self.prefill_stats.waiting += 1
-        self._waiting.append(_Req(req))
+        self._waiting.append(SchedRequest(req))
         if not self._busy:
             self._step()
         elif self._stretch is not None:
@@ -178,7 +178,7 @@ class ChunkedPrefillScheduler:
 
     # ---- KV accounting
 
-    def _kv_need_on_admission(self, q: _Req, first_chunk: int) -> float:
+    def _kv_need_on_admission(self, q: SchedRequest, first_chunk: int) -> float:
         r = q.r
         if self.settings.kv_policy == "reserve":
             return r.input_tokens + r.output_tokens
@@ -188,21 +188,21 @@ class ChunkedPrefillScheduler:
         cap = self.settings.kv_capacity_tokens
         return cap is None or self._kv_used + need <= cap or not (self._running or self._prefilling)
 
-    def _hold(self, q: _Req, tokens: float) -> None:
+    def _hold(self, q: SchedRequest, tokens: float) -> None:
         q.kv_tokens += tokens
         self._kv_used += tokens
 
-    def _release(self, q: _Req) -> None:
+    def _release(self, q: SchedRequest) -> None:
         self._kv_used -= q.kv_tokens
         q.kv_tokens = 0.0
 
     # ---- policy points (TensorRT-LLM overrides them)
 
-    def _chunk(self, q: _Req, budget: int) -> int:
+    def _chunk(self, q: SchedRequest, budget: int) -> int:
         """Prompt tokens of `q` to run in this step with `budget` tokens left (0: not this step)."""
         return min(budget, q.prompt_target - q.done_prompt)
 
-    def _admit(self, budget: int, chunks: list[tuple[_Req, int]]) -> int:
+    def _admit(self, budget: int, chunks: list[tuple[SchedRequest, int]]) -> int:
         st = self.prefill_stats
         s = self.settings
         while self._waiting and budget > 0 and len(self._running) + len(self._prefilling) < s.max_num_seqs:
@@ -243,7 +243,7 @@ class ChunkedPrefillScheduler:
             budget -= k
         return budget
 
-    def _chunk_from(self, q: _Req, done: int, budget: int) -> int:
+    def _chunk_from(self, q: SchedRequest, done: int, budget: int) -> int:
         saved = q.done_prompt
         q.done_prompt = done
         try:
@@ -256,7 +256,7 @@ class ChunkedPrefillScheduler:
     def _step(self) -> None:
         s = self.settings
         decode = [q for q in self._running if not q.r.cancelled]
-        chunks: list[tuple[_Req, int]] = []
+        chunks: list[tuple[SchedRequest, int]] = []
         budget = s.max_num_batched_tokens
         want_prefill = bool(self._prefilling or self._waiting)
         if s.mixed or not want_prefill:
@@ -295,7 +295,7 @@ class ChunkedPrefillScheduler:
         self.steps += 1
         self.tl.at(self.tl.now_s + dt, self._post, decode, chunks)
 
-    def _make_room(self, decode: list[_Req], chunks: list[tuple[_Req, int]]) -> list[_Req]:
+    def _make_room(self, decode: list[SchedRequest], chunks: list[tuple[SchedRequest, int]]) -> list[SchedRequest]:
         """On-demand KV: the step needs one slot per decode token and the chunks' tokens beyond what admission held;
         while that overflows, preempt the most recently admitted running request (vLLM's recompute preemption)."""
         cap = float(self.settings.kv_capacity_tokens or 0.0)
@@ -314,7 +314,7 @@ class ChunkedPrefillScheduler:
                 self._hold(q, extra)
         return decode
 
-    def _preempt(self, q: _Req) -> None:
+    def _preempt(self, q: SchedRequest) -> None:
         r = q.r
         self.preemptions += 1
         self._release(q)
@@ -325,12 +325,12 @@ class ChunkedPrefillScheduler:
         self.prefill_stats.waiting += 1
         self._waiting.appendleft(q)
 
-    def _drop(self, q: _Req) -> bool:
+    def _drop(self, q: SchedRequest) -> bool:
         self.prefill_stats.running -= 1
         self._release(q)
         return False
 
-    def _forward(self, decode: list[_Req], chunks: list[tuple[_Req, int]]) -> Any:
+    def _forward(self, decode: list[SchedRequest], chunks: list[tuple[SchedRequest, int]]) -> Any:
         keys = sum(q.r.context_tokens + 1 for q in decode)
         pairs = 0.0
         for q, k in chunks:
@@ -340,7 +340,7 @@ class ChunkedPrefillScheduler:
         return ForwardBatch(len(decode) + sum(k for _, k in chunks), len(decode) + finishing, pairs, float(keys),
                             len(decode), len(chunks))
 
-    def _time(self, decode: list[_Req], chunks: list[tuple[_Req, int]]) -> float:
+    def _time(self, decode: list[SchedRequest], chunks: list[tuple[SchedRequest, int]]) -> float:
         if self._batch_time is not None:
             return self._batch_time(self._forward(decode, chunks))
         st = self.step_times
@@ -356,7 +356,7 @@ class ChunkedPrefillScheduler:
             return mixed(len(decode), ctx, n_p, cached)
         return max(st.decode_step_time_s(len(decode), ctx), st.prefill_time_s(n_p + len(decode), cached))
 
-    def _decode_stretch(self, decode: list[_Req]) -> Any:
+    def _decode_stretch(self, decode: list[SchedRequest]) -> Any:
         """Cumulative end times (from now) of the decode-only steps that can run without a change of batch: until the
         first request finishes, or (on-demand KV) the cache would overflow. Each step's time is read at its own mean
         context (on the source's context grid) from a per-batch curve filled once."""
@@ -401,7 +401,7 @@ class ChunkedPrefillScheduler:
         self._stretch_gen += 1
         self.tl.at(t0 + float(ends[j]), self._post_stretch, decode, j + 1, self._stretch_gen)
 
-    def _post_stretch(self, decode: list[_Req], steps: int, gen: int) -> None:
+    def _post_stretch(self, decode: list[SchedRequest], steps: int, gen: int) -> None:
         if gen != self._stretch_gen:
             return  # cut short: a later event carries the stretch's end
         self._stretch = None
@@ -417,7 +417,7 @@ class ChunkedPrefillScheduler:
         self._finish_done(done)
         self._step()
 
-    def _post(self, decode: list[_Req], chunks: list[tuple[_Req, int]]) -> None:
+    def _post(self, decode: list[SchedRequest], chunks: list[tuple[SchedRequest, int]]) -> None:
         stats = self.prefill_stats
         items: list[tuple[SimRequest, int]] = []
         for q, k in chunks:

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.target.chunked_prefill import ChunkedPrefillScheduler, ChunkedPrefillSettings, _Req
+from harness.target.chunked_prefill import ChunkedPrefillScheduler, ChunkedPrefillSettings, SchedRequest
 from harness.target.step_times import StepTimes
 
 TRTLLM_DEFAULT_MAX_BATCH_SIZE = 2048
@@ -84,7 +84,7 @@ class TrtllmScheduler(ChunkedPrefillScheduler):
         d["settings"] = self.trtllm.to_dict()
         return d
 
-    def _chunk(self, q: _Req, budget: int) -> int:
+    def _chunk(self, q: SchedRequest, budget: int) -> int:
         left = q.prompt_target - q.done_prompt
         if left <= budget:
             return left
@@ -93,7 +93,7 @@ class TrtllmScheduler(ChunkedPrefillScheduler):
         block = self.trtllm.tokens_per_block
         return (budget // block) * block
 
-    def _admit(self, budget: int, chunks: list[tuple[_Req, int]]) -> int:
+    def _admit(self, budget: int, chunks: list[tuple[SchedRequest, int]]) -> int:
         s = self.trtllm
         if not s.enable_chunked_context:
             while self._waiting and self._waiting[0].prompt_target > s.max_num_tokens:
