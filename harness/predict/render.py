@@ -67,7 +67,7 @@ def render_validation(v: SiliconValidation) -> str:
     refused: dict[str, int] = {}
     for r in v.rows:
         if r.refused:
-            key = r.refused.split(" (")[0][:110]
+            key = r.refused.split(" (")[0][:160]
             refused[key] = refused.get(key, 0) + 1
     if refused:
         lines += ["", "rows not predicted (ours), by reason:"]
