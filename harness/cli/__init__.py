@@ -42,6 +42,8 @@ VERBS: dict[str, str] = {
     "micro-llama-cpp": "harness.cli.micro_llama_cpp",
     "step-time": "harness.cli.step_time",
     "export": "harness.cli.export",
+    "predict": "harness.cli.predict",
+    "validate": "harness.cli.validate",
 }
 
 

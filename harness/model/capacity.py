@@ -82,6 +82,10 @@ class PdGrid:
     link_requests_per_s: float
     prefill_s_per_request: tuple[float, ...]
     decode_s_per_request: tuple[float, ...]
+    cards_per_unit: tuple[int, ...] = ()  # cards of one instance per GPU type (tensor parallel); () = 1 each
+
+    def _cards(self, i: int, units: int) -> int:
+        return units * (self.cards_per_unit[i] if self.cards_per_unit else 1)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -105,8 +109,8 @@ class PdGrid:
         else:
             bound = "prefill" if mp <= md else "decode"
         return PdAllocation(
-            prefill={g: int(k) for g, k in zip(self.gpus, index)},
-            decode={g: int(n - k) for g, n, k in zip(self.gpus, self.counts, index)},
+            prefill={g: self._cards(i, int(k)) for i, (g, k) in enumerate(zip(self.gpus, index))},
+            decode={g: self._cards(i, int(n - k)) for i, (g, n, k) in enumerate(zip(self.gpus, self.counts, index))},
             requests_per_s=mu,
             prefill_pool_requests_per_s=mp,
             decode_pool_requests_per_s=md,
@@ -205,8 +209,10 @@ def pd_grid(
     decode_s_per_request: Sequence[float],
     counts: Sequence[int],
     link_requests_per_s: float = math.inf,
+    cards_per_unit: Sequence[int] = (),
 ) -> PdGrid:
-    """The allocation space of μ_PD: μ_P = Σ k_i/d_P,i, μ_D = Σ (n_i-k_i)/d_D,i, μ = min(μ_P, μ_D, link) (§9.2.3)."""
+    """The allocation space of μ_PD: μ_P = Σ k_i/d_P,i, μ_D = Σ (n_i-k_i)/d_D,i, μ = min(μ_P, μ_D, link) (§9.2.3).
+    `counts` are instances (cards / cards_per_unit); allocations report cards."""
     m = len(counts)
     if not (m == len(prefill_s_per_request) == len(decode_s_per_request) == len(gpus)):
         raise HarnessError("pd_grid: gpus, prefill and decode times and counts must have one entry per GPU type.")
@@ -219,6 +225,7 @@ def pd_grid(
     return PdGrid(
         tuple(gpus), tuple(int(c) for c in counts), float(link_requests_per_s),
         tuple(float(x) for x in prefill_s_per_request), tuple(float(x) for x in decode_s_per_request),
+        tuple(int(c) for c in cards_per_unit) if any(c != 1 for c in cards_per_unit) else (),
     )
 
 
@@ -236,6 +243,7 @@ def pd_search(
     counts: Sequence[int],
     link_requests_per_s: float = math.inf,
     max_optimal: int = 64,
+    cards_per_unit: Sequence[int] = (),
 ) -> PdSearch:
     """Best integer PD allocation. Ties (within 1e-6 relative) are all optimal (Fig. 9-10 frames
     them); the reported best among them keeps the most spare pool capacity (largest μ_P+μ_D).
@@ -243,7 +251,7 @@ def pd_search(
     Every allocation is scored, block by block in C order (two passes: the top rate, then the
     tied cells), so memory stays at one block whatever the cluster; the number of allocations is
     bounded by MAX_PD_ALLOCATIONS."""
-    grid = pd_grid(gpus, prefill_s_per_request, decode_s_per_request, counts, link_requests_per_s)
+    grid = pd_grid(gpus, prefill_s_per_request, decode_s_per_request, counts, link_requests_per_s, cards_per_unit)
     if grid.size > MAX_PD_ALLOCATIONS:
         raise _too_many("the PD search", grid.size, MAX_PD_ALLOCATIONS, grid.counts, grid.gpus,
                         "searches; give fewer cards per pool (pools.count), or plan one group and scale it out "

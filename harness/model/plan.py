@@ -11,6 +11,7 @@ from harness.model import capacity, deployment, queueing
 from harness.model.calibration import Calibration, ConstantProvenance, LinkConstants, Which
 from harness.model.forward import mean_decode_context, param_counts
 from harness.model.kv import double_buffer_memory, kv_bytes, kv_bytes_per_token, transfer_time_s
+from harness.model.parallel import kv_replication
 from harness.model.plan_records import (
     CalibrationSection,
     Capacity,
@@ -82,7 +83,10 @@ def stage_rates_of(s: Scenario, model: ModelSpec, work: Workload, calibration: C
             b = memory.per_gpu[p.gpu].planned_decode_batch
             if 0 < b < work.decode_batch:
                 w = dataclasses.replace(work, decode_batch=b)
-        out.append(stage_rates(get_gpu(p.gpu), model, w, efficiency_for(s, p.gpu, calibration, scale, which)))
+        link = p.tp_link
+        out.append(stage_rates(get_gpu(p.gpu), model, w, efficiency_for(s, p.gpu, calibration, scale, which), tp=p.tp,
+                               link_bandwidth_bytes_per_s=link.bandwidth_bytes_per_s if link else None,
+                               link_startup_latency_s=link.startup_latency_s if link else 0.0))
     return out
 
 
@@ -104,7 +108,8 @@ def _pd(s: Scenario, rates: list[StageRates], link_rate: float, memory: MemoryCh
     dp = [r.prefill_s_per_request if f.prefill_fits else math.inf for r, f in zip(rates, fits)]
     dd = [r.decode_s_per_request if f.planned_decode_batch else math.inf for r, f in zip(rates, fits)]
     try:
-        return capacity.pd_search([p.gpu for p in s.pools], dp, dd, [p.count for p in s.pools], link_rate)
+        return capacity.pd_search([p.gpu for p in s.pools], dp, dd, [p.instances for p in s.pools], link_rate,
+                                  cards_per_unit=[p.tp for p in s.pools])
     except HarnessError:
         if memory.notes:  # not the cluster's shape but its memory: capacity 0, said in plan.warnings
             return None
@@ -112,8 +117,9 @@ def _pd(s: Scenario, rates: list[StageRates], link_rate: float, memory: MemoryCh
 
 
 def _colocated_counts(s: Scenario, memory: MemoryCheck) -> list[int]:
-    """Cards that can run a whole request (prefill and decode) in their HBM; the others add no colocated capacity."""
-    return [p.count if memory.per_gpu[p.gpu].prefill_fits and memory.per_gpu[p.gpu].planned_decode_batch else 0
+    """Instances (of tp cards) that can run a whole request (prefill and decode) in their HBM; the others add no
+    colocated capacity."""
+    return [p.instances if memory.per_gpu[p.gpu].prefill_fits and memory.per_gpu[p.gpu].planned_decode_batch else 0
             for p in s.pools]
 
 
@@ -131,7 +137,7 @@ def _check_rates(s: Scenario) -> None:
 
 
 def _has_pd(s: Scenario, work: Workload) -> bool:
-    return sum(p.count for p in s.pools) >= 2 and work.decode_calls > 0
+    return sum(p.instances for p in s.pools) >= 2 and work.decode_calls > 0
 
 
 def plan(s: Scenario, calibration: Calibration | None = None, include_grid: bool = True) -> Plan:
@@ -299,7 +305,7 @@ def _calibration_section(s: Scenario, model: ModelSpec, work: Workload, calibrat
 
 
 def _reference(s: Scenario, grid: capacity.PdGrid, prefill: dict[str, int]) -> capacity.PdAllocation:
-    idx = tuple(prefill.get(p.gpu, 0) for p in s.pools)
+    idx = tuple(prefill.get(p.gpu, 0) // p.tp for p in s.pools)  # cards -> instances
     return grid.allocation(idx)
 
 
@@ -308,32 +314,41 @@ def _memory(s: Scenario, model: ModelSpec, work: Workload) -> MemoryCheck:
 
     A GPU type that cannot hold the scenario's decode batch decodes at the largest batch that fits,
     ⌊(HBM − weights − receive buffer)/final KV⌋; one that cannot hold even one request, or a prefill,
-    serves none of that stage (capacity 0). Either is said in the GPU's note and in plan.warnings."""
+    serves none of that stage (capacity 0). Either is said in the GPU's note and in plan.warnings.
+    A TP instance holds the weights once and each token's KV `kv_replication` times (harness.model.parallel)
+    in the HBM of its `tp` cards together."""
     pc = param_counts(model)
     w_bytes = pc.total * work.weight_bytes_per_param
-    final = kv_bytes(model, work.input_tokens + work.decode_calls, work.kv_bytes_per_elem)
-    recv = kv_bytes(model, work.input_tokens, work.kv_bytes_per_elem)
-    d_need = w_bytes + work.decode_batch * final + recv
-    p_need = w_bytes + 2 * recv
+    final_1 = kv_bytes(model, work.input_tokens + work.decode_calls, work.kv_bytes_per_elem)
+    recv_1 = kv_bytes(model, work.input_tokens, work.kv_bytes_per_elem)
+    d_need = w_bytes + work.decode_batch * final_1 + recv_1
+    p_need = w_bytes + 2 * recv_1
     per_gpu = {}
     gib = 2**30
     for p in s.pools:
-        cap = get_gpu(p.gpu).hbm_capacity_bytes
+        repl = kv_replication(model, p.tp)
+        final, recv = final_1 * repl, recv_1 * repl
+        d_need = w_bytes + work.decode_batch * final + recv
+        p_need = w_bytes + 2 * recv
+        cap = get_gpu(p.gpu).hbm_capacity_bytes * p.tp
         max_b = max(0, math.floor((cap - w_bytes - recv) / final)) if final > 0 else work.decode_batch
         planned = min(work.decode_batch, max_b)
         notes = []
+        where = f" of a TP{p.tp} instance ({p.tp} cards)" if p.tp > 1 else ""
+        more = "; give the pool a larger tp" if p.tp < 8 and model.n_heads % (2 * p.tp) == 0 else ""
         if max_b == 0:
             notes.append(f"decode does not fit: weights {w_bytes / gib:.1f} GiB + one request's KV "
-                         f"({(final + recv) / gib:.2f} GiB with its receive buffer) exceed {cap / gib:.1f} GiB of HBM; "
-                         "decode capacity 0 on this GPU type")
+                         f"({(final + recv) / gib:.2f} GiB with its receive buffer) exceed {cap / gib:.1f} GiB of HBM{where}; "
+                         f"decode capacity 0 on this GPU type{more}")
         elif planned < work.decode_batch:
             notes.append(f"decode batch {work.decode_batch} needs {d_need / gib:.1f} GiB of {cap / gib:.1f} GiB HBM; "
                          f"planned at the largest batch that fits, {planned}")
         if p_need > cap:
             notes.append(f"prefill does not fit: weights + two states need {p_need / gib:.1f} GiB of {cap / gib:.1f} GiB "
-                         "HBM; prefill capacity 0 on this GPU type")
-        per_gpu[p.gpu] = GpuMemoryFit(hbm_capacity_bytes=cap, decode_fits=d_need <= cap, prefill_fits=p_need <= cap,
-                                      max_decode_batch=max_b, planned_decode_batch=planned, note="; ".join(notes) or None)
+                         f"HBM{where}; prefill capacity 0 on this GPU type{more}")
+        per_gpu[p.gpu] = GpuMemoryFit(hbm_capacity_bytes=get_gpu(p.gpu).hbm_capacity_bytes, decode_fits=d_need <= cap,
+                                      prefill_fits=p_need <= cap, max_decode_batch=max_b, planned_decode_batch=planned,
+                                      note="; ".join(notes) or None, tensor_parallel=p.tp if p.tp > 1 else None)
     return MemoryCheck(weight_bytes=w_bytes, decode_side_bytes=d_need, prefill_side_bytes=p_need, per_gpu=per_gpu)
 
 

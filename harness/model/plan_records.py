@@ -58,6 +58,7 @@ class GpuMemoryFit:
     max_decode_batch: int  # ⌊(HBM − weights − one receive buffer) / final KV⌋; 0: not even one request fits
     planned_decode_batch: int  # min(scenario batch, max_decode_batch): the batch its stage rates use (0: no decode)
     note: str | None = omit_none()  # what does not fit and what the plan did about it
+    tensor_parallel: int | None = omit_none()  # cards per instance when > 1: the batch and fits are one instance's
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,12 @@
 
 Chapter 9, §9.2.3: d_P = L_new / r_P, d_D = (G-1) / r_D; each stage time is max(FLOPs/(η_c·peak),
 bytes/(η_b·bandwidth)). Defaults η = 0.5 (the chapter's assumption); a calibration file overrides.
+
+An instance of `tp` cards (tensor parallel, harness.model.parallel; §9.1.1 Fig. 9-1) splits each stage's
+FLOPs and weight bytes over its cards, and its KV bytes too except the copies each card must keep (GQA heads
+fewer than cards, MLA's latent); the roofline is taken per card, and the instance adds two all-reduces per layer
+(plus one after the embedding) of `tokens × hidden × 2` bytes on the cards' link, the ring α–β bound. Stage
+times are then per instance: d_P, d_D and r_P, r_D are one instance's. With tp = 1 nothing changes.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from typing import Any, Literal
 
 from harness.errors import HarnessError
 from harness.model.forward import DecodeStepWork, PrefillWork, decode_step_work, mean_decode_context, prefill_work
+from harness.model.parallel import ACTIVATION_BYTES, allreduce_time_s, kv_replication
 from harness.specs.gpus import GpuSpec
 from harness.specs.models import ModelSpec
 
@@ -104,19 +111,30 @@ class StageRates:
     decode_s_per_request: float  # d_D
     decode_bound: Bound
     decode_calls_per_request: int
+    tensor_parallel: int = 1  # cards per instance; the times above are one instance's
+    prefill_allreduce_s: float = 0.0  # inside prefill_s_per_request
+    decode_step_allreduce_s: float = 0.0  # inside decode_step_s
 
     @property
     def colocated_s_per_request(self) -> float:
         return self.prefill_s_per_request + self.decode_s_per_request
 
     @property
+    def allreduce_s_per_request(self) -> float:
+        """A TP instance's all-reduce seconds for one request (prefill + its share of the decode steps'); 0 at tp = 1."""
+        return self.prefill_allreduce_s + self.decode_calls_per_request * self.decode_step_allreduce_s / self.decode_step.batch
+
+    @property
     def compute_s_per_request(self) -> float:
-        """Compute-side GPU-seconds of both stages (for the ideal chunked-prefill bound)."""
-        return self.prefill_compute_s + self.decode_calls_per_request * self.decode_step_compute_s / self.decode_step.batch
+        """Compute-side GPU-seconds of both stages (for the ideal chunked-prefill bound); a TP instance's all-reduces
+        occupy it too (they neither hide compute nor are hidden by it in this bound)."""
+        return (self.prefill_compute_s + self.decode_calls_per_request * self.decode_step_compute_s / self.decode_step.batch
+                + self.allreduce_s_per_request)
 
     @property
     def memory_s_per_request(self) -> float:
-        return self.prefill_memory_s + self.decode_calls_per_request * self.decode_step_memory_s / self.decode_step.batch
+        return (self.prefill_memory_s + self.decode_calls_per_request * self.decode_step_memory_s / self.decode_step.batch
+                + self.allreduce_s_per_request)
 
     @property
     def hidden_prefill_tokens_per_decode_step(self) -> float:
@@ -147,7 +165,8 @@ class StageRates:
             "decode_step_memory_s": self.decode_step_memory_s,
             "hidden_prefill_tokens_per_decode_step": self.hidden_prefill_tokens_per_decode_step,
             "efficiency": self.efficiency,
-        }
+        } | ({"tensor_parallel": self.tensor_parallel, "prefill_allreduce_s": self.prefill_allreduce_s,
+              "decode_step_allreduce_s": self.decode_step_allreduce_s} if self.tensor_parallel > 1 else {})
 
 
 def _roofline(flops: float, nbytes: float, gpu: GpuSpec, eff: Efficiency) -> tuple[float, float, float, Bound]:
@@ -156,13 +175,29 @@ def _roofline(flops: float, nbytes: float, gpu: GpuSpec, eff: Efficiency) -> tup
     return tc, tm, max(tc, tm), ("compute" if tc >= tm else "memory")
 
 
-def stage_rates(gpu: GpuSpec, model: ModelSpec, work: Workload, eff: Efficiency | None = None) -> StageRates:
-    """r_P, r_D, d_P, d_D and which roofline bound applies, for one GPU type."""
+def stage_rates(gpu: GpuSpec, model: ModelSpec, work: Workload, eff: Efficiency | None = None, *, tp: int = 1,
+                link_bandwidth_bytes_per_s: float | None = None, link_startup_latency_s: float = 0.0) -> StageRates:
+    """r_P, r_D, d_P, d_D and which roofline bound applies, for one instance of `tp` cards of one GPU type."""
     eff = eff or Efficiency()
     pw = prefill_work(model, work.new_tokens, work.cached_prefix_tokens, work.weight_bytes_per_param, work.kv_bytes_per_elem)
     dw = decode_step_work(model, work.decode_batch, work.mean_context_tokens, work.weight_bytes_per_param, work.kv_bytes_per_elem)
-    ptc, ptm, pt, pb = _roofline(pw.flops, pw.bytes, gpu, eff)
-    dtc, dtm, dt, db = _roofline(dw.flops, dw.bytes, gpu, eff)
+    ar_p = ar_d = 0.0
+    if tp == 1:
+        ptc, ptm, pt, pb = _roofline(pw.flops, pw.bytes, gpu, eff)
+        dtc, dtm, dt, db = _roofline(dw.flops, dw.bytes, gpu, eff)
+    else:
+        if not link_bandwidth_bytes_per_s:
+            raise HarnessError(f"tp = {tp} on {gpu.name}: the cards' link bandwidth is needed for the all-reduces.")
+        repl = kv_replication(model, tp)
+        kv_p = pw.kv_write_bytes + pw.kv_read_bytes
+        ptc, ptm, pt, pb = _roofline(pw.flops / tp, (pw.bytes - kv_p) / tp + kv_p * repl / tp, gpu, eff)
+        dtc, dtm, dt, db = _roofline(dw.flops / tp, dw.weight_bytes / tp + dw.kv_read_bytes * repl / tp, gpu, eff)
+        n_ar = 2 * model.n_layers + 1
+        ar_p = n_ar * allreduce_time_s(work.new_tokens * model.hidden_size * ACTIVATION_BYTES, tp,
+                                       link_bandwidth_bytes_per_s, link_startup_latency_s)
+        ar_d = n_ar * allreduce_time_s(work.decode_batch * model.hidden_size * ACTIVATION_BYTES, tp,
+                                       link_bandwidth_bytes_per_s, link_startup_latency_s)
+        pt, dt = pt + ar_p, dt + ar_d
     r_d = work.decode_batch / dt
     return StageRates(
         gpu=gpu.name,
@@ -181,4 +216,7 @@ def stage_rates(gpu: GpuSpec, model: ModelSpec, work: Workload, eff: Efficiency 
         decode_s_per_request=work.decode_calls / r_d,
         decode_bound=db,
         decode_calls_per_request=work.decode_calls,
+        tensor_parallel=tp,
+        prefill_allreduce_s=ar_p,
+        decode_step_allreduce_s=ar_d,
     )

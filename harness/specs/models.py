@@ -42,6 +42,9 @@ class ModelSpec:
     n_shared_experts: int = 0
     shared_expert_intermediate_size: int = 0
     n_dense_layers: int = 0  # layers with a dense FFN when the model is MoE
+    # sliding-window attention (gpt-oss: every other layer attends to the last 128 tokens only)
+    sliding_window: int = 0  # tokens a windowed layer attends to; 0: no windowed layers
+    n_sliding_layers: int = 0  # how many of the layers are windowed (the rest attend to the whole context)
 
     def __post_init__(self) -> None:
         owner = f"model spec {self.name!r}"
@@ -76,6 +79,13 @@ class ModelSpec:
                 raise HarnessError(f"{owner}: n_dense_layers ({self.n_dense_layers}) exceeds n_layers ({self.n_layers}).")
         elif self.intermediate_size <= 0:
             raise HarnessError(f"{owner}: a dense model needs intermediate_size > 0, got {self.intermediate_size!r}.")
+        non_negative_int(owner, "sliding_window", self.sliding_window)
+        non_negative_int(owner, "n_sliding_layers", self.n_sliding_layers)
+        if self.n_sliding_layers > self.n_layers:
+            raise HarnessError(f"{owner}: n_sliding_layers ({self.n_sliding_layers}) exceeds n_layers ({self.n_layers}).")
+        if bool(self.n_sliding_layers) != bool(self.sliding_window):
+            raise HarnessError(f"{owner}: give sliding_window and n_sliding_layers together (got {self.sliding_window} and "
+                               f"{self.n_sliding_layers}); 0 and 0 mean every layer attends to the whole context.")
 
     @property
     def is_moe(self) -> bool:
@@ -85,6 +95,16 @@ class ModelSpec:
     def n_moe_layers(self) -> int:
         return self.n_layers - self.n_dense_layers if self.is_moe else 0
 
+    def attended_tokens(self, context_tokens: float) -> float:
+        """Keys one query attends to, summed over the layers and divided by n_layers: the whole context in a
+        full-attention layer, at most `sliding_window` in a windowed one (a mean over layers, in tokens)."""
+        if not self.n_sliding_layers:
+            return context_tokens
+        full = self.n_layers - self.n_sliding_layers
+        return (full * context_tokens + self.n_sliding_layers * min(context_tokens, self.sliding_window)) / self.n_layers
+
+
+_AIC = "as bundled in aiconfigurator-core 0.12.0 model_configs/"
 
 MODELS: dict[str, ModelSpec] = {
     m.name: m
@@ -95,10 +115,36 @@ MODELS: dict[str, ModelSpec] = {
             source="Qwen/Qwen3-8B config.json; Chapter 9 §9.2.2 (36 layers, 8 KV heads, head dim 128)",
         ),
         ModelSpec(
+            name="qwen3-32b", n_layers=64, hidden_size=5120, n_heads=64, n_kv_heads=8, head_dim=128,
+            intermediate_size=25600, vocab_size=151936, tie_word_embeddings=False,
+            source=f"Qwen/Qwen3-32B config.json (64 layers, hidden 5120, 64 heads, 8 KV heads, head dim 128, FFN 25600; {_AIC})",
+        ),
+        ModelSpec(
             name="qwen3-235b-a22b", n_layers=94, hidden_size=4096, n_heads=64, n_kv_heads=4, head_dim=128,
             intermediate_size=12288, vocab_size=151936, tie_word_embeddings=False,
             n_routed_experts=128, n_experts_per_token=8, moe_intermediate_size=1536,
             source="Qwen/Qwen3-235B-A22B config.json (128 experts, top-8, expert FFN 1536); Chapter 9 §9.3",
+        ),
+        ModelSpec(
+            name="llama-3.1-8b", n_layers=32, hidden_size=4096, n_heads=32, n_kv_heads=8, head_dim=128,
+            intermediate_size=14336, vocab_size=128256, tie_word_embeddings=False,
+            source=f"meta-llama/Llama-3.1-8B config.json (32 layers, hidden 4096, 32 heads, 8 KV heads, FFN 14336, "
+                   f"vocab 128256; {_AIC})",
+        ),
+        ModelSpec(
+            name="llama-3.1-70b", n_layers=80, hidden_size=8192, n_heads=64, n_kv_heads=8, head_dim=128,
+            intermediate_size=28672, vocab_size=128256, tie_word_embeddings=False,
+            source=f"meta-llama/Llama-3.1-70B config.json (80 layers, hidden 8192, 64 heads, 8 KV heads, FFN 28672, "
+                   f"vocab 128256; {_AIC})",
+        ),
+        ModelSpec(
+            name="gpt-oss-120b", n_layers=36, hidden_size=2880, n_heads=64, n_kv_heads=8, head_dim=64,
+            intermediate_size=2880, vocab_size=201088, tie_word_embeddings=False,
+            n_routed_experts=128, n_experts_per_token=4, moe_intermediate_size=2880,
+            sliding_window=128, n_sliding_layers=18,
+            source=f"openai/gpt-oss-120b config.json (36 layers alternating sliding-window 128 / full attention, hidden "
+                   f"2880, 64 heads, 8 KV heads, head dim 64, 128 experts top-4 of width 2880, vocab 201088; experts "
+                   f"shipped in MXFP4, attention and router in BF16; {_AIC})",
         ),
         ModelSpec(
             name="deepseek-v3", n_layers=61, hidden_size=7168, n_heads=128, n_kv_heads=128, head_dim=192,
@@ -108,8 +154,33 @@ MODELS: dict[str, ModelSpec] = {
             shared_expert_intermediate_size=2048, n_dense_layers=3,
             source="deepseek-ai/DeepSeek-V3 config.json; Chapter 9 §9.2.2 (61 layers, d_c=512, d_r=64)",
         ),
+        ModelSpec(
+            name="deepseek-r1", n_layers=61, hidden_size=7168, n_heads=128, n_kv_heads=128, head_dim=192,
+            intermediate_size=18432, vocab_size=129280, attention="mla", tie_word_embeddings=False,
+            kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128, q_lora_rank=1536,
+            n_routed_experts=256, n_experts_per_token=8, moe_intermediate_size=2048, n_shared_experts=1,
+            shared_expert_intermediate_size=2048, n_dense_layers=3,
+            source=f"deepseek-ai/DeepSeek-R1 config.json (the DeepSeek-V3 architecture: 61 layers, MLA d_c=512 d_r=64, 256 "
+                   f"experts top-8 + 1 shared, 3 dense layers; weights shipped in FP8 blocks of 128x128; {_AIC})",
+        ),
     ]
 }
+
+
+def tensor_parallel_problem(m: ModelSpec, tp: int, field: str = "tp") -> str | None:
+    """Why `tp` cards cannot split `m` the way the engines split it (attention heads evenly, GQA KV heads split or
+    replicated whole), naming the field and the sizes that work; None when they can."""
+    def splits(t: int) -> bool:
+        return m.n_heads % t == 0 and (m.attention == "mla" or m.n_kv_heads % t == 0 or t % m.n_kv_heads == 0)
+
+    if splits(tp):
+        return None
+    ok = [t for t in range(1, min(m.n_heads, 64) + 1) if splits(t)]
+    if m.n_heads % tp:
+        return (f"{field} = {tp} does not divide the {m.n_heads} attention heads of {m.name}; give a tensor-parallel "
+                f"size from {ok[:12]}")
+    return (f"{field} = {tp} and the {m.n_kv_heads} KV heads of {m.name}: one must divide the other (KV heads are split "
+            f"or replicated whole); give a tensor-parallel size from {ok[:12]}")
 
 
 _MODEL_FILE_SUFFIXES = (".json", ".gguf")
@@ -195,6 +266,7 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
         shared_n = 1
     if shared_n and not shared_i:
         shared_i = cfg.get("moe_intermediate_size") or 0
+    window, n_sliding = _sliding_layers(cfg)
     name = cfg.get("_name_or_path") or (p.parent.name if p.name == "config.json" else p.stem.removesuffix(".config"))
     return ModelSpec(
         name=str(name),
@@ -219,8 +291,21 @@ def model_from_hf_config(path: str | Path) -> ModelSpec:
         n_shared_experts=shared_n,
         shared_expert_intermediate_size=shared_i,
         n_dense_layers=n_dense,
+        sliding_window=window,
+        n_sliding_layers=n_sliding,
         source=f"Hugging Face config.json at {src}",
     )
+
+
+def _sliding_layers(cfg: dict) -> tuple[int, int]:
+    """(window, windowed layers) from `layer_types` (gpt-oss: "sliding_attention" / "full_attention"); a config that
+    names a window without saying which layers use it (Qwen3's `sliding_window` with use_sliding_window false) has none."""
+    types = cfg.get("layer_types")
+    window = cfg.get("sliding_window") or 0
+    if not isinstance(types, list) or not isinstance(window, int) or window <= 0:
+        return 0, 0
+    n = sum(1 for t in types if t == "sliding_attention")
+    return (window, n) if n else (0, 0)
 
 
 def with_overrides(model: ModelSpec, **kw) -> ModelSpec:

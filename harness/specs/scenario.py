@@ -12,8 +12,8 @@ from harness import toml_file
 from harness.errors import HarnessError
 from harness.specs.gpus import GPUS
 from harness.specs.limits import context_problem, resident_tokens_problem
-from harness.specs.links import DEFAULT_STARTUP_LATENCY_S, LINKS
-from harness.specs.models import MODELS, model_paths_relative_to, resolve_model_ref
+from harness.specs.links import DEFAULT_STARTUP_LATENCY_S, LINKS, intra_node_link
+from harness.specs.models import MODELS, get_model, model_paths_relative_to, resolve_model_ref, tensor_parallel_problem
 from harness.units import DTYPE_BYTES
 from harness.validation_errors import error_lines
 from harness.versioning import load_versioned, version_problem
@@ -102,7 +102,30 @@ class WorkloadSpec(_Strict):
 
 class PoolSpec(_Strict):
     gpu: str
-    count: Annotated[int, Field(ge=1)]  # the size of the PD search is bounded by the model (capacity.MAX_PD_ALLOCATIONS)
+    count: Annotated[int, Field(ge=1)]  # cards; the size of the PD search is bounded by the model (capacity.MAX_PD_ALLOCATIONS)
+    tp: Annotated[int, Field(ge=1, le=64)] = 1  # cards per instance (tensor parallel); count must be a multiple
+    link: LinkName | None = None  # the cards' link for the all-reduces (default: the GPU's NVLink / PCIe, specs.links)
+
+    @model_validator(mode="after")
+    def _whole_instances(self) -> "PoolSpec":
+        if self.count % self.tp:
+            raise ValueError(f"count = {self.count} cards do not form whole TP{self.tp} instances; give a multiple of "
+                             f"{self.tp} or another tp")
+        if self.tp > 1 and self.link is None and intra_node_link(self.gpu) is None:
+            raise ValueError(f"tp = {self.tp} needs the cards' link for its all-reduces and the catalog has none for "
+                             f"{self.gpu}; give link = one of {', '.join(LINKS)}")
+        return self
+
+    @property
+    def instances(self) -> int:
+        return self.count // self.tp
+
+    @property
+    def tp_link(self):
+        """The link the instance's all-reduces run on (None for tp = 1)."""
+        if self.tp == 1:
+            return None
+        return LINKS[self.link] if self.link else intra_node_link(self.gpu)
 
     @field_validator("gpu")
     @classmethod
@@ -233,9 +256,21 @@ class Scenario(_Strict):
             for g, k in ref.prefill.items():
                 if g not in names:
                     raise ValueError(f"reference allocation {ref.name!r} names GPU {g!r} that no pool has; pools: {names}")
-                n = next(p.count for p in self.pools if p.gpu == g)
-                if k > n:
-                    raise ValueError(f"reference allocation {ref.name!r} puts {k} {g} in P but the pool has {n}")
+                pool = next(p for p in self.pools if p.gpu == g)
+                if k > pool.count:
+                    raise ValueError(f"reference allocation {ref.name!r} puts {k} {g} in P but the pool has {pool.count}")
+                if k % pool.tp:
+                    raise ValueError(f"reference allocation {ref.name!r} puts {k} {g} in P, not whole TP{pool.tp} instances; "
+                                     f"give a multiple of {pool.tp}")
+        if any(p.tp > 1 for p in self.pools):
+            try:
+                m = get_model(w.model)
+            except HarnessError as exc:
+                raise ValueError(str(exc).rstrip(".")) from None
+            for i, p in enumerate(self.pools):
+                problem = tensor_parallel_problem(m, p.tp, field=f"pools[{i}].tp")
+                if problem:
+                    raise ValueError(problem)
         return self
 
 
@@ -266,8 +301,24 @@ def validate_model(cls: type[M], data: dict, source: str) -> M:
         raise HarnessError("\n".join([f"scenario {source} is invalid:", *error_lines(exc, "docs/scenarios.md")])) from None
 
 
+SCENARIO_DIR = Path(__file__).resolve().parents[2] / "workloads" / "scenarios"
+
+
+def resolve_scenario_path(name_or_path: str | Path) -> Path:
+    """A path as given, or a name `harness model list` prints (with or without .toml) of workloads/scenarios/."""
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    if len(p.parts) == 1:
+        for cand in (SCENARIO_DIR / p.name, SCENARIO_DIR / f"{p.name}.toml"):
+            if cand.is_file():
+                return cand
+    return p
+
+
 def load_toml(path: str | Path) -> dict:
-    return toml_file.load_toml(path, "scenario", "scenarios live in workloads/scenarios/ (try `harness model list`)")
+    return toml_file.load_toml(resolve_scenario_path(path), "scenario",
+                               "scenarios live in workloads/scenarios/ (try `harness model list`)")
 
 
 def scenario_class(kind: str) -> type[BaseModel]:
@@ -287,6 +338,7 @@ def scenario_kind(data: dict, path: str | Path) -> str:
 
 def load_any_scenario(path: str | Path) -> BaseModel:
     """Load a scenario of any registered kind (the `kind` field, default "pd-capacity")."""
+    path = resolve_scenario_path(path)
     data = load_toml(path)
     return validate_model(scenario_class(scenario_kind(data, path)), data, str(path))
 
@@ -296,7 +348,8 @@ def parse_scenario(data: dict, source: str = "<dict>") -> Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Load a PD capacity scenario; a file of another kind is refused with its kind named."""
+    """Load a PD capacity scenario (a path, or a name `harness model list` prints); a file of another kind is refused."""
+    path = resolve_scenario_path(path)
     data = load_toml(path)
     kind = scenario_kind(data, path)
     if kind != "pd-capacity":

@@ -31,8 +31,8 @@ TWIN_SCHEMA_VERSION = 1
 class TwinSpec:
     """Everything the twin needs to stand in for one engine deployment."""
 
-    engine: str  # "llama.cpp", "vllm" or "sglang" (the scheduler modelled)
-    settings: Any  # LlamaServerSettings (llama.cpp) or ChunkedPrefillSettings (vLLM, SGLang)
+    engine: str  # "llama.cpp", "vllm", "sglang" or "trtllm" (the scheduler modelled)
+    settings: Any  # LlamaServerSettings (llama.cpp), ChunkedPrefillSettings (vLLM, SGLang) or TrtllmSettings
     step_times: StepTimes
     model: str  # a name or GGUF path, for the report
     source: str  # where the step times came from (calibration run, constants)
@@ -45,7 +45,11 @@ class TwinSpec:
             from harness.target.chunked_prefill import ChunkedPrefillScheduler  # noqa: PLC0415
 
             return ChunkedPrefillScheduler(self.settings, self.step_times)
-        raise HarnessError(f"the twin has scheduler models for llama.cpp, vllm and sglang; engine {self.engine!r} has none.")
+        if self.engine == "trtllm":
+            from harness.target.trtllm import TrtllmScheduler  # noqa: PLC0415
+
+            return TrtllmScheduler(self.settings, self.step_times)
+        raise HarnessError(f"the twin has scheduler models for llama.cpp, vllm, sglang and trtllm; engine {self.engine!r} has none.")
 
     @property
     def slots(self) -> int:
@@ -100,6 +104,10 @@ def load_twin(path: str | Path) -> TwinSpec:
             from harness.target.chunked_prefill import ChunkedPrefillSettings  # noqa: PLC0415
 
             settings: Any = ChunkedPrefillSettings(**{**d["settings"], "assumptions": tuple(d["settings"].get("assumptions", ()))})
+        elif d["engine"] == "trtllm":
+            from harness.target.trtllm import TrtllmSettings  # noqa: PLC0415
+
+            settings = TrtllmSettings(**{**d["settings"], "assumptions": tuple(d["settings"].get("assumptions", ()))})
         else:
             settings = LlamaServerSettings(**{k: v for k, v in d["settings"].items() if k != "n_ctx_slot"})
         st = d["step_times"]

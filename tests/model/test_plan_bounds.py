@@ -60,7 +60,8 @@ def test_grid_too_large_to_list_is_left_out_and_said(four_by_64, capsys):
     assert "warning: pd.grid left out" in out.err and "--no-grid" in out.err
     assert main(["model", "plan", four_by_64, "--json", "--no-grid"]) == 0
     out = capsys.readouterr()
-    assert "grid_omitted" not in json.loads(out.out)["pd"] and out.err == ""
+    # stderr may name the calibration-database entry the plan used; the grid warning is gone
+    assert "grid_omitted" not in json.loads(out.out)["pd"] and "pd.grid" not in out.err
 
 
 @pytest.mark.parametrize("argv", [[], ["--json"], ["--json", "--no-grid"]])
@@ -99,7 +100,7 @@ def test_an_arrival_rate_of_1e308_is_a_clear_error(tmp_path, capsys):
         plan(load_scenario(path), include_grid=False)
     assert main(["model", "plan", str(path)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: workload.arrival_rate_per_s") and "Traceback" not in err
+    assert "error: workload.arrival_rate_per_s" in err and "Traceback" not in err  # after any calibration note
 
 
 def test_scale_out_refuses_an_infinite_number_of_copies():

@@ -59,7 +59,7 @@ def test_missing_and_broken_files(tmp_path):
 
 
 def test_unknown_catalog_name_lists_known():
-    with pytest.raises(HarnessError, match="Known: deepseek-v3, qwen3-235b-a22b, qwen3-8b"):
+    with pytest.raises(HarnessError, match="Known: deepseek-r1, deepseek-v3, gpt-oss-120b, llama-3.1-70b, llama-3.1-8b, qwen3-235b-a22b, qwen3-32b, qwen3-8b"):
         get_model("llama-9000")
 
 

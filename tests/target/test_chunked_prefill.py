@@ -72,3 +72,39 @@ def test_settings_from_configs_state_their_assumptions():
 
     g = settings_from_sglang(G)
     assert not g.mixed and g.max_num_batched_tokens == 8192 and not g.prefix_caching
+
+
+class ContextLinear(Linear):
+    def decode_step_time_s(self, batch, context_tokens):
+        return 0.010 + 1e-6 * batch * context_tokens
+
+
+@pytest.mark.parametrize("engine, mixed", [("vllm", True), ("sglang", False)])
+def test_fast_forward_gives_the_same_instants_as_stepping(engine, mixed):
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    reqs = [ArrivingRequest(float(t), int(i), int(o)) for t, i, o in
+            zip(np.cumsum(rng.exponential(0.05, 60)), rng.integers(64, 800, 60), rng.integers(2, 120, 60))]
+    base = dict(engine=engine, max_num_seqs=16, max_num_batched_tokens=512, mixed=mixed)
+    slow = simulate(lambda: ChunkedPrefillScheduler(ChunkedPrefillSettings(**base), ContextLinear()), reqs)
+    fast = simulate(lambda: ChunkedPrefillScheduler(ChunkedPrefillSettings(**base, fast_forward=True), ContextLinear()), reqs)
+    assert fast.events < slow.events
+    np.testing.assert_allclose(fast.first_token_s, slow.first_token_s, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(fast.finished_s, slow.finished_s, rtol=0, atol=1e-9)
+
+
+def test_on_demand_kv_preempts_the_newest_and_recomputes_it():
+    holder = {}
+
+    def make():
+        s = ChunkedPrefillSettings("vllm", 8, 1000, True, kv_capacity_tokens=260.0, kv_policy="on-demand")
+        holder["s"] = ChunkedPrefillScheduler(s, Linear())
+        return holder["s"]
+
+    r = simulate(make, [ArrivingRequest(0.0, 100, 100), ArrivingRequest(0.0, 100, 100)])
+    # 200 prompt tokens fit; after 30 decode steps (2 tokens each) the 260 are full: the newer request is preempted,
+    # its 130 tokens freed, and it is prefilled again (prompt + its 30 tokens) once the first has finished
+    assert holder["s"].preemptions == 1
+    assert r.output_tokens.tolist() == [100, 100]
+    assert r.finished_s[1] > r.finished_s[0] + 0.5  # it waited for the first's remaining ~70 steps

@@ -31,8 +31,9 @@ def render_text(r: Plan) -> str:
     ]
     for g, s in r.stage_rates.items():
         e = s.efficiency
+        gname = g if s.tensor_parallel == 1 else f"{g} TP{s.tensor_parallel}"  # a TP row is one instance of that many cards
         lines.append(
-            f"  {g:16s} {s.prefill_tokens_per_s:10.0f} {s.prefill_s_per_request:7.3f} {s.decode_step_s * 1e3:8.1f} "
+            f"  {gname:16s} {s.prefill_tokens_per_s:10.0f} {s.prefill_s_per_request:7.3f} {s.decode_step_s * 1e3:8.1f} "
             f"{s.decode_calls_per_s:12.0f} {s.decode_s_per_request:7.3f}  {s.prefill_bound[:4]}/{s.decode_bound[:3]}   "
             f"{e.compute:.0%}/{e.bandwidth:.0%} ({e.source})"
         )
