@@ -6,7 +6,9 @@ The rule is the live progress display's (harness.bench.progress), applied to the
            completion in that window;
   steady   [a, b): until the schedule ends (b = its span; a run that never kept up before it has no steady phase);
   drain    [b, c]: the requests still in flight finish (c = the last one's end).
-Used to summarise what was sampled beside the requests (GPU telemetry) per phase.
+Used to summarise what was sampled beside the requests (GPU telemetry) per phase. When the run's summary measured
+where its steady window starts (workloads.steady, the window the headline figures cover), steady starts there instead,
+so the per-phase telemetry and the headline describe the same stretch of time.
 """
 
 from __future__ import annotations
@@ -48,14 +50,20 @@ class LoadPhases:
         return asdict(self)
 
 
-def load_phases(requests: Any, span_s: float) -> LoadPhases:
-    """Phases of a run from its requests table (pandas: sent_ns, e2e_s) and its schedule's span."""
+def load_phases(requests: Any, span_s: float, steady_start_s: float | None = None) -> LoadPhases:
+    """Phases of a run from its requests table (pandas: sent_ns, e2e_s) and its schedule's span; `steady_start_s`: the
+    start of the summary's measurement window, when the run has one (the keep-up rule decides otherwise)."""
     sent = requests["sent_ns"].to_numpy(dtype=float) / 1e9 if len(requests) else np.zeros(0)
     e2e = requests["e2e_s"].to_numpy(dtype=float) if len(requests) else np.zeros(0)
     has = np.isfinite(sent)
     sent, ended = sent[has], (sent + e2e)[has]
     ended = ended[np.isfinite(ended)]
     end_s = float(ended.max()) if ended.size else float(span_s)
+    if steady_start_s is not None and math.isfinite(steady_start_s):
+        return LoadPhases(min(max(0.0, float(steady_start_s)), float(span_s)), float(span_s), end_s,
+                          rule="steady from the start of the run's measurement window (the summary's, where the requests in "
+                               "flight settled or the warm-up the run was given), to the schedule's end; drain to the last "
+                               "request's end")
     steady_start = float(span_s)
     if sent.size and ended.size:
         sent_sorted, ended_sorted = np.sort(sent), np.sort(ended)

@@ -34,7 +34,8 @@ def run_extras(run: Any, requests: Any | None = None) -> RunExtras:
     gpu = None
     report = _json(run, "gpu_telemetry.json")
     if "gpu_metrics" in tables or report:
-        phases = load_phases(req, span_of(run)) if req is not None and len(req) else None
+        phases = (load_phases(req, span_of(run), steady_start_s=_window_start_s(run))
+                  if req is not None and len(req) else None)
         if "gpu_metrics" in tables and phases is not None:
             gpu = {**summarise_gpu(run.table("gpu_metrics"), phases).to_dict(), "sampler": report}
         else:
@@ -48,6 +49,17 @@ def run_extras(run: Any, requests: Any | None = None) -> RunExtras:
 
 TRACE_KEYS = ("trace", "trace_format", "trace_rows_read", "trace_requests", "trace_window_s", "time_scale", "effective_time_scale",
               "trace_max_rate_per_s", "rate_capped", "replay_mean_rate_per_s", "trace_notes")
+
+
+def _window_start_s(run: Any) -> float | None:
+    """Where the run's summary window starts (the headline's steady stretch); None when the run has no summary."""
+    from harness.errors import HarnessError
+    from workloads.summary import read_summary
+
+    try:
+        return float(read_summary(run).load.window_start_s)
+    except (HarnessError, FileNotFoundError):
+        return None
 
 
 def _json(run: Any, name: str) -> dict[str, Any] | None:

@@ -110,3 +110,12 @@ def test_bad_gpu_metrics_entries_are_refused(entry, msg):
 
     with pytest.raises(HarnessError, match=msg):
         LoadConfig(target_url="http://127.0.0.1:1", artifact_path="a", run_id="r", gpu_metrics=[entry])
+
+
+def test_phases_take_the_summary_window_start_when_the_run_has_one():
+    # the same startup backlog: the keep-up rule would put steady at 8-14 s; the summary's measured window starts at
+    # 16.5 s, and the per-phase telemetry must describe the headline's stretch of time
+    rows = [(int(i * 1e9), 8.0 if i < 6 else 0.5) for i in range(20)]
+    ph = load_phases(_requests(rows), span_s=20.0, steady_start_s=16.5)
+    assert ph.bounds("steady") == (16.5, 20.0) and "measurement window" in ph.rule
+    assert load_phases(_requests(rows), span_s=20.0, steady_start_s=25.0).bounds("steady") == (20.0, 20.0)
