@@ -113,7 +113,7 @@ def _header(r: LoopReport, gpu: bool) -> list[str]:
                 + (f", measured at {s.target_url}" if s.target_url else "") + "." + wall]
     m, e = r.model, r.engine
     reps = (f"{s.stage_reps[0]} repetitions (median) in stage window 1, {s.stage_reps[1]} in later windows"
-            if len(set(s.stage_reps)) > 1 else f"{s.reps} repetitions (median)")
+            if len(set(s.stage_reps)) > 1 else f"{s.stage_reps[0] if s.stage_reps else s.reps} repetitions (median)")
     out = [f"Model: {Path(str(m.get('gguf'))).name} ({m.get('architecture')}, {m.get('file_type')}); streamed weights per "
            f"forward pass {m.get('streamed_weight_bytes', 0) / 2**20:.1f} MiB ({m.get('streamed_weight_bytes_per_param', 0):.3f} "
            "bytes/param).",
