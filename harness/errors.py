@@ -23,3 +23,10 @@ class RegressionError(HarnessError):
     """A measured regression or SLO breach (exit 3), so CI can tell slower from broken."""
 
     exit_code = 3
+
+
+class InconclusiveError(HarnessError):
+    """A gate the measurement cannot decide: its interval reaches past the bound without a significant breach (exit 4),
+    so CI can tell "cannot tell, measure longer" from "slower" (3) and "broken" (1)."""
+
+    exit_code = 4

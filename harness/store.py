@@ -2,24 +2,37 @@
 
 Layout: results/<machine>/<run_id>/manifest.json and <table>/part-NNNNN.parquet. A run is
 written once and never overwritten; every file is written under a temporary name and renamed,
-and tables are appended in parts so a run killed midway keeps what it measured. The JSON sidecars
+and tables are appended in parts so a run killed midway keeps what it measured. Every part of a
+declared table is written with the table's declared types (harness.table_schemas), so the parts of
+a table read back as one dataset (`pandas.read_parquet(RUN/"requests")`, `pyarrow.dataset`). The JSON sidecars
 (plan.json; summary.json by workloads.summary, loop_report.json by harness.loop_records) carry a schema_version
 like every harness file (SIDECAR_VERSIONS; harness.versioning): ones written before they were versioned are version 1.
 
 A damaged parquet part (truncated, overwritten) is named with what of the run is still readable;
 `Run.table` then returns the readable parts with a warning (or refuses, with strict=True).
+
+A full disk does not lose a run's records. Before a run, `check_free_space` refuses with the numbers when the
+results directory has less room than the run will write (`estimate_load_run_bytes`). When a write still fails for
+lack of space (ENOSPC, EDQUOT), its temporary file is removed and the run writer switches to a rescue directory,
+$HARNESS_RESCUE_DIR or <temp dir>/harness-rescue/, laid out as results/ (<machine>/<run_id>/<table>/part-N.parquet,
+the manifest beside them): what the full disk refused goes there, and what fits nowhere stays in memory and is
+counted. The run is marked failed with the cause and both paths (`RunWriter.disk_full_error`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-from dataclasses import replace
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from harness.errors import HarnessError
 from harness.records import SCHEMA_VERSION, TABLE_COLUMNS, RunManifest, upgrade_table, validate_table
+from harness.table_schemas import to_arrow
 from harness.versioning import load_versioned, stamp_version
 
 DEFAULT_RESULTS = Path("results")
@@ -56,8 +69,95 @@ def read_json_file(path: Path, what: str, fix: str) -> Any:
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # no temporary file left behind (a full disk, an interrupt)
+        raise
+
+
+def _overwrite_within_blocks(path: Path, data: bytes) -> bool:
+    """Rewrite `path` in place when `data` fits in the blocks it already holds (a full disk needs none for that);
+    False, leaving the file as it was, when it does not fit or the write fails."""
+    try:
+        st = path.stat()
+        if len(data) > st.st_blocks * 512:
+            return False
+        with open(path, "r+b") as f:
+            f.write(data)
+            f.truncate()
+        return True
+    except OSError:
+        return False
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """An OSError that says the file system has no room (ENOSPC) or the user's quota is spent (EDQUOT)."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def rescue_root() -> Path:
+    """Where a run's records go when its results directory is full: $HARNESS_RESCUE_DIR, else <temp dir>/harness-rescue."""
+    return Path(os.environ.get("HARNESS_RESCUE_DIR") or Path(tempfile.gettempdir()) / "harness-rescue")
+
+
+# bytes a stored load run takes, for the free-space check. Measured on a bench-pd run against the embedded target
+# (35 requests, 35,875 streamed tokens, 1.52 MB in all): the requests table 10.8 bytes per token (its chunk_ns stamps,
+# incompressible) and the target's emit log 11.9, the workload artifact copy as its file, everything else (manifest,
+# sidecars, workload table, scraped metrics) 50 kB. Allowed here with about 1.5x margin: 32 bytes per token, 600 per
+# request, 512 KiB for the rest.
+RECORD_BYTES = 600
+TOKEN_STAMP_BYTES = 32
+WORKLOAD_ROW_BYTES = 100
+RUN_OVERHEAD_BYTES = 512 * 1024
+
+
+def estimate_load_run_bytes(requests: int, output_tokens: int, artifact_bytes: int) -> dict[str, int]:
+    """What a load run will write, by part: the artifact copy, the records, the workload table, the rest."""
+    return {"workload artifact copy": int(artifact_bytes),
+            "request records and token stamps": requests * RECORD_BYTES + output_tokens * TOKEN_STAMP_BYTES,
+            "workload table": requests * WORKLOAD_ROW_BYTES, "manifest, sidecars and metrics": RUN_OVERHEAD_BYTES}
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.2f} MB"
+
+
+def check_free_space(results_dir: str | Path, needed: dict[str, int]) -> None:
+    """Refuse, with the numbers, a run whose results directory has less free space than the run will write."""
+    d = Path(results_dir)
+    probe = d
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return  # nothing to measure against; the writes themselves will tell
+    total = sum(needed.values())
+    if free < total:
+        parts = ", ".join(f"{k} {_mb(v)}" for k, v in needed.items())
+        raise HarnessError(f"not enough free space for the run in {d}: it will write about {_mb(total)} ({parts}; estimated) "
+                           f"and {probe} has {_mb(free)} free. Free {_mb(total - free)} or more there, or give a results "
+                           "directory on a larger disk (--out).")
+
+
+@dataclass
+class Rescue:
+    """What a full results disk refused and where it went: written to the rescue directory, or kept in memory only."""
+
+    cause: str  # the first error, with the path it was writing
+    directory: Path  # the rescue run directory
+    parts_rescued: int = 0
+    rows_rescued: int = 0
+    rows_by_table: dict[str, int] = field(default_factory=dict)  # rows written to the rescue directory, per table
+    files_rescued: list[str] = field(default_factory=list)
+    files_lost: list[str] = field(default_factory=list)  # files (manifest, sidecars) written on neither disk
+    in_memory: list[tuple[str, int, Any]] = field(default_factory=list)  # (table, part, rows) written nowhere
+
+    @property
+    def rows_in_memory(self) -> int:
+        return sum(len(r) for _, _, r in self.in_memory)
 
 
 def nonempty_rows(rows: Any) -> Any | None:
@@ -83,11 +183,18 @@ def write_part(run_path: Path, run_id: str, table: str, rows: Any, n: int) -> Pa
         validate_table(table, df, f"append to {Path(run_path) / table}")
     df["schema_version"] = SCHEMA_VERSION
     df["run_id"] = run_id
+    import pyarrow.parquet as pq
+
+    arrow = to_arrow(table, df, f"append to {Path(run_path) / table}")  # the table's declared types (harness.table_schemas)
     out = part_path(run_path, table, n)
     out.parent.mkdir(exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    df.to_parquet(tmp, index=False)
-    os.replace(tmp, out)
+    try:
+        pq.write_table(arrow, tmp)
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # no half-written .tmp left behind (a full disk, an interrupt)
+        raise
     return out
 
 
@@ -120,11 +227,102 @@ class RunWriter:
             raise HarnessError(f"results directory {str(results_dir)!r} cannot be written ({exc}); give a writable directory "
                                "(--out / --results).") from None
         self._parts: dict[str, int] = {}
+        self.rescue: Rescue | None = None  # set when the results disk is full (see the module docstring)
         self._write_manifest()
         _RUNS_STARTED.append(self.path)
 
+    # ---- a full disk: temporary files removed, what it refused written to the rescue directory or kept in memory ----
+    def _start_rescue(self, exc: OSError, what: Path) -> Rescue:
+        if self.rescue is None:
+            d = rescue_root() / self.manifest.machine / self.manifest.run_id
+            self.rescue = Rescue(f"no space left on the device writing {what} ({exc.strerror or exc})", d)
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError:
+                pass
+        return self.rescue
+
+    def _write_or_rescue_bytes(self, name: str, data: bytes) -> Path:
+        out = self.path / name
+        try:
+            _atomic_write_bytes(out, data)
+            return out
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            r = self._start_rescue(exc, out)
+        if name == "manifest.json" and _overwrite_within_blocks(out, data):  # the run's own status stays readable
+            return out
+        try:  # a small file: the manifest or a sidecar
+            _atomic_write_bytes(r.directory / name, data)
+        except OSError:
+            if name not in r.files_lost:
+                r.files_lost.append(name)
+            return out
+        if name not in r.files_rescued:
+            r.files_rescued.append(name)
+        return r.directory / name
+
     def _write_manifest(self) -> None:
-        _atomic_write_bytes(self.path / "manifest.json", json.dumps(self.manifest.to_dict(), indent=2, default=str).encode())
+        data = json.dumps(self.manifest.to_dict(), indent=2, default=str).encode()
+        if self.rescue is not None:  # the rescue directory is a run directory of its own: keep its manifest current
+            try:
+                _atomic_write_bytes(self.rescue.directory / "manifest.json", data)
+            except OSError:
+                pass
+        self._write_or_rescue_bytes("manifest.json", data)
+
+    def write_part(self, table: str, rows: Any, n: int) -> Path | None:
+        """Write part `n` of `table`; on a full disk write it to the rescue directory, else keep it in memory."""
+        if self.rescue is None:
+            try:
+                return write_part(self.path, self.manifest.run_id, table, rows, n)
+            except OSError as exc:
+                if not is_disk_full(exc):
+                    raise
+                self._start_rescue(exc, part_path(self.path, table, n))
+                self._write_manifest()
+        r = self.rescue
+        try:
+            out = write_part(r.directory, self.manifest.run_id, table, rows, n)
+            r.parts_rescued += 1
+            r.rows_rescued += len(rows)
+            r.rows_by_table[table] = r.rows_by_table.get(table, 0) + len(rows)
+            return out
+        except OSError:
+            r.in_memory.append((table, n, rows))
+            return None
+
+    def copy_file(self, src: str | Path, name: str) -> Path:
+        """Copy a file into the run directory (temporary name, then rename; rescued like a part on a full disk)."""
+        return self._write_or_rescue_bytes(name, Path(src).read_bytes())
+
+    def disk_full_error(self) -> HarnessError:
+        """The run's failure on a full disk, with what was kept where (call when `rescue` is set)."""
+        import pyarrow.parquet as pq
+
+        r = self.rescue
+        assert r is not None
+        rows: dict[str, int] = {}
+        for p in sorted(self.path.glob("*/part-*.parquet")):
+            try:
+                rows[p.parent.name] = rows.get(p.parent.name, 0) + pq.read_metadata(p).num_rows
+            except Exception:  # noqa: BLE001 - a damaged part is not kept
+                pass
+        kept = ", ".join(f"{n} {t} rows" for t, n in sorted(rows.items())) or "no rows"
+        moved = ", ".join(f"{n} {t} rows" for t, n in sorted(r.rows_by_table.items()))
+        msg = (f"{r.cause}. The run is marked failed. Kept: {kept} in {self.path}; {r.parts_rescued} part(s) "
+               f"({r.rows_rescued} rows{': ' + moved if moved else ''}) written to the rescue directory {r.directory}")
+        if r.files_rescued:
+            msg += f" with {', '.join(r.files_rescued)}"
+        if r.files_lost:
+            msg += f"; {', '.join(r.files_lost)} fitted on neither disk"
+        if r.in_memory:
+            msg += (f"; {len(r.in_memory)} part(s) ({r.rows_in_memory} rows) fitted on neither disk and are lost when "
+                    "this process ends")
+        return HarnessError(msg + f". Free space in {self.path.parent}, move the rescued files into {self.path} "
+                                  f"(same names), then `harness report {self.path}`; or set HARNESS_RESCUE_DIR to a disk "
+                                  "with room.")
 
     def update_manifest(self, **changes: Any) -> None:
         self.manifest = replace(self.manifest, **changes)
@@ -136,7 +334,7 @@ class RunWriter:
         if rows is None:
             return None
         n = self.reserve_part(table)
-        return write_part(self.path, self.manifest.run_id, table, rows, n)
+        return self.write_part(table, rows, n)
 
     def reserve_part(self, table: str) -> int:
         """The number of `table`'s next part, taken: for a part written elsewhere (harness.store_process)."""
@@ -149,19 +347,19 @@ class RunWriter:
         writer set one."""
         if name in SIDECAR_VERSIONS and isinstance(obj, dict) and "schema_version" not in obj:
             obj = stamp_version(obj, SIDECAR_VERSIONS[name])
-        out = self.path / name
-        _atomic_write_bytes(out, json.dumps(obj, indent=2, default=str).encode())
-        return out
+        return self._write_or_rescue_bytes(name, json.dumps(obj, indent=2, default=str).encode())
 
     def __enter__(self) -> "RunWriter":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
+        if exc_type is None and self.rescue is None:
             self.update_manifest(status="complete")
-        else:
-            notes = [*self.manifest.notes, f"failed: {exc_type.__name__}: {exc}"]
-            self.update_manifest(status="failed", notes=notes)
+            return
+        notes = [*self.manifest.notes, *([f"failed: {exc_type.__name__}: {exc}"] if exc_type is not None else [])]
+        if self.rescue is not None and self.rescue.cause not in str(exc):  # the full disk, unless that is the error
+            notes.append(f"failed: {self.disk_full_error()}")
+        self.update_manifest(status="failed", notes=notes)
 
 
 class Run:

@@ -98,9 +98,9 @@ class AppendProcess:
             if proc.returncode != 0 and self.error is None:
                 self.error = f"part writer process exited with status {proc.returncode}"
         rewritten = 0
-        for table, n, rows in self.sent:
-            if not part_path(self.writer.path, table, n).exists():
-                write_part(self.writer.path, self.writer.manifest.run_id, table, rows, n)
+        for table, n, rows in self.sent:  # a part the child could not write (it died; the disk is full) is written here,
+            if not part_path(self.writer.path, table, n).exists():  # or to the rescue directory (RunWriter.write_part)
+                self.writer.write_part(table, rows, n)
                 rewritten += 1
         self.sent = []
         return {"writer_cpu_s": float(report.get("cpu_s", 0.0)), "parts": int(report.get("parts", 0)), "rewritten": rewritten,

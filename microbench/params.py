@@ -68,8 +68,14 @@ class _Record:
         return out
 
 
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _check_fields(rec: Any, owner: str) -> None:
-    hints = typing.get_type_hints(type(rec))
+    cls = type(rec)
+    hints = _HINTS.get(cls)
+    if hints is None:  # resolving the annotations is most of a record's construction time: once per class
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
     for f in dataclasses.fields(rec):
         if f.name == "extra":
             continue
@@ -128,7 +134,8 @@ class GemmParams(_Record):
 # DecodeParams.ops: how the step's elementwise ops run (microbench.transformer)
 OPS_EAGER = "eager ops"
 OPS_FUSED = "fused (torch.compile inductor)"
-DecodeOps = Literal["eager ops", "fused (torch.compile inductor)"]
+OPS_COMPOSED = "composed from kernel timings"  # a step summed from an imported kernel grid (harness.calibration.kernel_grid)
+DecodeOps = Literal["eager ops", "fused (torch.compile inductor)", "composed from kernel timings"]
 
 
 @dataclass(frozen=True)
@@ -146,7 +153,8 @@ class DecodeParams(_Record):
     kv_bytes: float | None = _unit("bytes", "KV bytes one step reads", None)
     ops: DecodeOps | None = _unit(
         "", "steps: eager ops (one kernel per elementwise op) or fused (torch.compile inductor, what the curve is "
-        "fitted from when present); null in runs written before the fused step existed (eager ops)", None)
+        "fitted from when present), or composed from kernel timings (an imported kernel grid: GEMMs and attention "
+        "summed, no elementwise ops); null in runs written before the fused step existed (eager ops)", None)
     extra: Mapping[str, Any] = _extra()
 
 
@@ -236,9 +244,72 @@ class StageDecodeParams(_Record):
     extra: Mapping[str, Any] = _extra()
 
 
+# ---- kernel grids: one kernel at one shape, as an imported kernel database measured it (harness/importers/aic.py) ----
+
+
+@dataclass(frozen=True)
+class KernelGemmParams(_Record):
+    """kernel suite: one GEMM [m, k] x [k, n] of a kernel grid (the dtype is the case's); no model attached."""
+
+    RECORD: ClassVar[str] = "kernel.gemm/1"
+    m: int = _unit("rows", "rows of the left operand (tokens)")
+    n: int = _unit("columns", "output columns")
+    k: int = _unit("elements", "reduction length")
+    kernel_source: str = _unit("", "the kernel that ran, as the source database names it")
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True)
+class KernelAttentionParams(_Record):
+    """kernel suite: one attention call of a kernel grid; context (prefill, causal) or generation (one new token)."""
+
+    RECORD: ClassVar[str] = "kernel.attention/1"
+    phase: Literal["context", "generation"] = _unit("", "context: causal prefill of query_tokens; generation: decode")
+    batch: int = _unit("sequences", "sequences in the call")
+    query_tokens: int = _unit("tokens", "new tokens per sequence (the prompt in context, 1 in generation)")
+    context_tokens: int = _unit("tokens", "keys per sequence the new tokens attend (cached plus new)")
+    num_heads: int = _unit("heads", "query heads")
+    num_kv_heads: int = _unit("heads", "key/value heads")
+    head_dim: int = _unit("elements", "elements per head")
+    kv_dtype: str = _unit("", "KV cache element type: bf16 | fp8")
+    window_tokens: int = _unit("tokens", "sliding window; 0 = full attention", 0)
+    kernel_source: str = _unit("", "the kernel that ran, as the source database names it", "")
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True)
+class KernelMoeParams(_Record):
+    """kernel suite: one MoE layer (routed experts' grouped GEMMs) of a kernel grid, on one GPU of its TP x EP group."""
+
+    RECORD: ClassVar[str] = "kernel.moe/1"
+    tokens: int = _unit("tokens", "tokens entering the layer")
+    hidden: int = _unit("elements", "hidden size")
+    inter: int = _unit("elements", "expert intermediate size (before the TP split)")
+    topk: int = _unit("experts", "experts per token")
+    num_experts: int = _unit("experts", "routed experts (before the EP split)")
+    tp: int = _unit("GPUs", "tensor-parallel split of each expert")
+    ep: int = _unit("GPUs", "expert-parallel split of the experts")
+    distribution: str = _unit("", "token-to-expert distribution: balanced | power_law_<a>")
+    kernel_source: str = _unit("", "the kernel that ran, as the source database names it", "")
+    extra: Mapping[str, Any] = _extra()
+
+
+@dataclass(frozen=True)
+class CollectiveParams(_Record):
+    """comm suite: one collective of `size_bytes` per GPU over `num_gpus` GPUs (T(S) = α + S/β per GPU count)."""
+
+    RECORD: ClassVar[str] = "comm.collective/1"
+    op: str = _unit("", "all_reduce | all_gather | reduce_scatter | alltoall")
+    num_gpus: int = _unit("GPUs", "GPUs taking part")
+    size_bytes: int = _unit("bytes", "payload bytes per GPU (the message), counted once")
+    implementation: str = _unit("", "the collective's kernel: nccl, vllm_graph, trtllm, sglang_graph, ...")
+    extra: Mapping[str, Any] = _extra()
+
+
 RECORDS: dict[str, type] = {c.RECORD: c for c in (  # type: ignore[attr-defined]
     GemmParams, DecodeParams, TransferParams, CpuExpertParams, HostBandwidthParams, StorageParams,
-    StagePrefillParams, StageDecodeParams)}
+    StagePrefillParams, StageDecodeParams, KernelGemmParams, KernelAttentionParams, KernelMoeParams,
+    CollectiveParams)}
 
 # the suite whose cases may carry each record
 SUITE_OF: dict[str, str] = {r: r.split("/")[0].split(".")[0] for r in RECORDS}

@@ -63,7 +63,8 @@ class SummaryOptions:
 
 
 # sidecars a load run writes itself; `LoadConfig.sidecars` may not name them
-RESERVED_SIDECARS = ("manifest.json", "summary.json", "plan.json")
+RESERVED_SIDECARS = ("manifest.json", "summary.json", "plan.json", "gpu_telemetry.json", "profile.json")
+ROLES = ("all", "prefill", "decode")  # the pool a metrics endpoint serves
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,15 @@ class LoadConfig:
     drain_timeout_s: float = 180.0
     scrape: list[dict[str, str]] = field(default_factory=list)  # [{"role": "prefill", "url": ...}, ...]
     scrape_interval_s: float = 1.0
+    # GPU telemetry (workloads.gpu_telemetry): DCGM exporters [{"role", "url"}], this host's NVML, the sampling period
+    gpu_metrics: list[dict[str, str]] = field(default_factory=list)
+    gpu_local: bool = False
+    gpu_interval_s: float = 1.0
+    # engine profiling (workloads.profiler): {"window_s": [a, b] s since t0, "window_in_measurement_s": [START, END] as given,
+    # "output_dir": DIR or None}
+    profile: dict[str, Any] | None = None
+    # cut the run short when it is over-saturated (workloads.oversaturation): {"rate_per_s": offered rate, "rule": {...}}
+    early_stop: dict[str, Any] | None = None
     fetch_emit_log: bool = False
     extra_body: dict[str, Any] = field(default_factory=dict)
     plan_path: str | None = None
@@ -100,6 +110,27 @@ class LoadConfig:
             if not isinstance(s, dict) or set(s) != {"role", "url"}:
                 raise HarnessError(f"load config scrape entries must be {{role, url}}, got {s!r}.")
             check_http_url(s["url"], f"{s['role']} metrics URL")
+        for s in self.gpu_metrics:
+            if not isinstance(s, dict) or set(s) != {"role", "url"} or s["role"] not in ROLES:
+                raise HarnessError(f"load config gpu_metrics entries must be {{role, url}} with role one of {', '.join(ROLES)}, "
+                                   f"got {s!r}.")
+            check_http_url(s["url"], f"--gpu-metrics-url ({s['role']})")
+        if not isinstance(self.gpu_local, bool):
+            raise HarnessError(f"load config gpu_local must be true or false, got {self.gpu_local!r}.")
+        _num("gpu_interval_s", self.gpu_interval_s, 0.0, strict=True)
+        if self.early_stop is not None:
+            from workloads.oversaturation import OversaturationRule
+
+            try:
+                OversaturationRule(**(self.early_stop.get("rule") or {}))
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise HarnessError(f"load config early_stop is not {{rate_per_s, rule}} ({exc}).") from None
+        if self.profile is not None:
+            w = self.profile.get("window_s") if isinstance(self.profile, dict) else None
+            if (not isinstance(w, (list, tuple)) or len(w) != 2 or not all(isinstance(x, (int, float)) for x in w)
+                    or not 0 <= w[0] < w[1]):
+                raise HarnessError(f"load config profile.window_s must be [start, end] seconds since t0 with 0 <= start < end, "
+                                   f"got {w!r}.")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or not 0 <= self.workers <= 64:
             raise HarnessError(f"load config workers must be an integer in [0, 64], got {self.workers!r}.")
         if isinstance(self.remote_workers, bool) or not isinstance(self.remote_workers, int) or not 0 <= self.remote_workers <= 1024:

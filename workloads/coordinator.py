@@ -54,7 +54,7 @@ class Coordinator:
 
     def __init__(self, cfg: LoadConfig):
         from harness.records import new_manifest
-        from harness.store import RunWriter
+        from harness.store import RunWriter, check_free_space, estimate_load_run_bytes
         from workloads.artifact import load_artifact
 
         self.cfg = cfg
@@ -73,6 +73,8 @@ class Coordinator:
                                "t0 crosses hosts on the wall clock, corrected by clock_offsets"})
         manifest = new_manifest("load", run_id=cfg.run_id, seeds={"workload": int(self.artifact.meta.get("seed", 0))},
                                 engine=cfg.engine, extra=extra, command_line=command_line)
+        check_free_space(cfg.results_dir, estimate_load_run_bytes(  # refuse, with the numbers, before anything is written
+            len(self.items), sum(int(r["max_tokens"]) for r in self.artifact.rows), Path(cfg.artifact_path).stat().st_size))
         self.writer = RunWriter(manifest, cfg.results_dir)
         self.buffer: list[dict[str, Any]] = []
         self.seen: set[int] = set()
@@ -89,6 +91,16 @@ class Coordinator:
         self.master: Any = None
         self.runner: Any = None
         self.scraper: Any = None
+        self.gpu: Any = None  # the GPU telemetry child (workloads.gpu_telemetry), when asked for
+        self.profiling: Any = None  # the greenlet calling /start_profile and /stop_profile (workloads.profiler)
+        self.profile_calls: list[Any] = []
+        self.profile_start_sent = False
+        self.saturation: Any = None  # workloads.oversaturation.LiveJudge when the run may be cut short
+        self.early_stop: Any = None  # the verdict that cut it
+        if cfg.early_stop is not None:
+            from workloads.oversaturation import LiveJudge, OversaturationRule
+
+            self.saturation = LiveJudge(cfg.early_stop.get("rate_per_s"), OversaturationRule(**(cfg.early_stop.get("rule") or {})))
         self.clock_offsets: dict[str, Any] = {}
         self._cpu0 = self._wall0 = 0.0
         self.finished = False
@@ -107,6 +119,8 @@ class Coordinator:
                 self.errors += 1
             elif r.get("ttft_s") is not None:
                 self.recent_ttft_s.append(float(r["ttft_s"]))
+                if self.saturation is not None and r.get("first_token_ns") is not None:
+                    self.saturation.add_ttft(r["first_token_ns"] / 1e9, float(r["ttft_from_intended_s"]))
             if r["error_class"] == "cancelled":
                 self.cancelled += 1
             self.buffer.append(r)
@@ -140,10 +154,8 @@ class Coordinator:
         from harness.store_process import AppendProcess
 
         self.writer.append("workload", self.artifact.table_rows())
-        import shutil
-
         # the artifact itself (prompts included), so `--workload RUN/workload-artifact.parquet` replays this run exactly
-        shutil.copyfile(self.cfg.artifact_path, self.writer.path / ARTIFACT_FILE)
+        self.writer.copy_file(self.cfg.artifact_path, ARTIFACT_FILE)
         if self.cfg.plan_path:
             self.writer.write_json("plan.json", json.loads(Path(self.cfg.plan_path).read_text()))
         for name, path in self.cfg.sidecars.items():  # e.g. prediction.json: the twin's prediction, made before the run
@@ -177,6 +189,9 @@ class Coordinator:
         self.scraper = Scraper(cfg.scrape, lambda rows: self.append("server_metrics", rows), cfg.scrape_interval_s,
                                t0_fn=lambda: self.t0_ns / 1e9)
         self.scraper.start()
+        self._start_gpu_telemetry()
+        if cfg.profile:
+            self.profiling = gevent.spawn(self._profile_window)
         self._cpu0, self._wall0 = time.process_time(), time.perf_counter()
 
     def done(self) -> bool:
@@ -196,10 +211,24 @@ class Coordinator:
             if now - last_progress >= 1.0:
                 self.progress()
                 last_progress = now
+                if self.saturation is not None and self._oversaturated():
+                    break
             if self.done() or perf_counter_ns() >= end_ns or self.stop_requested:
                 break
             gevent.sleep(0.1)
         self.progress()
+
+    def _oversaturated(self) -> bool:
+        """Apply the over-saturation rule now; when it fires, keep its verdict (manifest `early_stop`) and end the run."""
+        now_s = (perf_counter_ns() - self.t0_ns) / 1e9
+        v = self.saturation.tick(now_s, max(0, self.sent - len(self.seen)))
+        if v is None:
+            return False
+        self.early_stop = v
+        self.writer.update_manifest(extra={**self.writer.manifest.extra, "early_stop": {**v.to_dict(), "rule": self.saturation.rule.to_dict(),
+                                                                                         "rate_per_s": self.saturation.rate_per_s}},
+                                    notes=[*self.writer.manifest.notes, f"stopped early at {v.t_s:.1f} s: over-saturated: {v.reason}"])
+        return True
 
     def cancel_in_flight(self, reason: str) -> list[int]:
         """Record every request in flight as cancelled (here, or on every worker); returns workers that did not answer."""
@@ -218,12 +247,15 @@ class Coordinator:
         self.finished = True
         self.client_cpu_s, self.load_wall_s = time.process_time() - self._cpu0, time.perf_counter() - self._wall0
         if not self.done():
-            silent = self.cancel_in_flight(self.stop_requested or "the run's deadline passed")
+            why = self.stop_requested or ("over-saturated (the step was cut short)" if self.early_stop else "the run's deadline passed")
+            silent = self.cancel_in_flight(why)
             if silent:
                 self.writer.update_manifest(notes=[*self.writer.manifest.notes,
                                                    f"workers {silent} sent no final records; their requests in flight are 'lost'"])
         if self.scraper is not None:
             self.scraper.stop()
+        self._close_gpu_telemetry()
+        self._end_profile()
         if self.state is not None:
             self.add(self.state.drain())
             never_started = self.state.never_started()
@@ -239,17 +271,21 @@ class Coordinator:
         self.add(rows)
         self.flush()
         self._close_parts()
+        if self.writer.rescue is not None:  # the disk filled: the run failed; say what was kept where
+            raise self.writer.disk_full_error()
         self._fetch_emit_log()
         from harness.store import Run
         from workloads.summary import summarise_run, summary_document
 
         opts = self._summary_options()
         # from the stored table, not the records in memory: a killed or imported run summarises the same way
-        self.summary = summarise_run(Run(self.writer.path), options=opts, span_s=self.span_s)
+        # a run cut short as over-saturated is summarised over what it measured: its schedule up to the cut
+        span_s = min(self.span_s, self.early_stop.t_s) if self.early_stop is not None else self.span_s
+        self.summary = summarise_run(Run(self.writer.path), options=opts, span_s=span_s)
         writer_cpu_s = float(self.parts_report.get("writer_cpu_s", 0.0))
         workers_cpu = ({str(k): v for k, v in sorted(self.master.cpu_by_worker.items())} if self.master is not None else {})
         self.writer.write_json("summary.json", summary_document(
-            self.summary, span_s=self.span_s, options=opts,
+            self.summary, span_s=span_s, options=opts,
             load_mode="closed-loop" if self.closed_loop else "open-loop", stopped=self.stop_requested, cancelled=self.cancelled,
             # client cost per token: CPU of this process (all users when workers == 0) while the load ran,
             # plus the part writer process's CPU for encoding and writing the records (its start-up excluded)
@@ -284,11 +320,77 @@ class Coordinator:
         """Close the run directory: complete, or failed with the reason (an interrupted run is 'failed: interrupted')."""
         try:
             self._close_parts()
+            self._close_gpu_telemetry()
+            self._end_profile()
         except Exception:  # noqa: BLE001 - keep what was measured; the error that ended the run is the one to report
             pass
         if exc is None and self.stop_requested:
             exc = KeyboardInterrupt(f"interrupted ({self.stop_requested}); {self.cancelled} requests in flight recorded as cancelled")
         self.writer.__exit__(type(exc) if exc else None, exc, None)
+
+    def _profile_client(self) -> Any:
+        from workloads.profiler import ProfileClient
+
+        return ProfileClient(self.cfg.target_url, self.t0_ns, api_key=self.key, output_dir=self.cfg.profile.get("output_dir"))
+
+    def _profile_window(self) -> None:
+        """Call /start_profile at the window's start and /stop_profile at its end (seconds since t0)."""
+        start_s, end_s = self.cfg.profile["window_s"]
+        client = self._profile_client()
+        gevent.sleep(max(0.0, self.t0_ns / 1e9 + start_s - perf_counter_ns() / 1e9))
+        self.profile_start_sent = True  # from here the engine may be profiling, even if the run ends before the answer
+        self.profile_calls.append(client.call("/start_profile"))
+        gevent.sleep(max(0.0, self.t0_ns / 1e9 + end_s - perf_counter_ns() / 1e9))
+        self.profile_calls.append(client.call("/stop_profile"))
+
+    def _end_profile(self) -> None:
+        """Record the profile window (profile.json); a run that ended inside it stops the profiler now."""
+        if self.profiling is None:
+            return
+        g, self.profiling = self.profiling, None
+        from workloads.profiler import ProfileRecord, failure_note, where_trace
+
+        note = ""
+        if not g.dead:
+            g.kill()
+            if self.profile_start_sent:
+                self.profile_calls.append(self._profile_client().call("/stop_profile"))
+                note = "the run ended inside the profile window; the profiler was stopped then"
+            else:
+                note = "the run ended before the profile window began; the engine was not profiled"
+        p = self.cfg.profile
+        rec = ProfileRecord(tuple(p["window_s"]), tuple(p.get("window_in_measurement_s") or p["window_s"]), list(self.profile_calls),
+                            where_trace(self.profile_calls, p.get("output_dir")) if self.profile_calls else "",
+                            "; ".join(x for x in (note, failure_note(self.profile_calls)) if x))
+        self.writer.write_json("profile.json", rec.to_dict())
+        if rec.note:
+            self.writer.update_manifest(notes=[*self.writer.manifest.notes, f"profile: {rec.note}"])
+
+    def _start_gpu_telemetry(self) -> None:
+        cfg = self.cfg
+        if not (cfg.gpu_local or cfg.gpu_metrics):
+            return
+        from workloads.gpu_telemetry import GpuTelemetryConfig, GpuTelemetryProcess
+
+        self.gpu = GpuTelemetryProcess(self.writer.path, self.writer.manifest.run_id, self.t0_ns,
+                                       GpuTelemetryConfig(local=cfg.gpu_local, endpoints=list(cfg.gpu_metrics),
+                                                          interval_s=cfg.gpu_interval_s))
+
+    def _close_gpu_telemetry(self) -> None:
+        """Stop the GPU sampler; its report (sources, samples, failed reads per endpoint) goes to gpu_telemetry.json,
+        and an endpoint that never answered to the manifest's notes."""
+        if self.gpu is None:
+            return
+        gpu, self.gpu = self.gpu, None
+        report = gpu.close()
+        self.writer.write_json("gpu_telemetry.json", report)
+        notes = [f"GPU telemetry: {report['error']}"] if report.get("error") else []
+        if str(report.get("nvml", "")).startswith("NVML unavailable"):
+            notes.append(f"GPU telemetry: local sampling was asked for, but {report['nvml']}")
+        for ep, e in (report.get("errors") or {}).items():
+            notes.append(f"GPU telemetry from {ep}: {e['count']} failed reads (first: {e['first']})")
+        if notes:
+            self.writer.update_manifest(notes=[*self.writer.manifest.notes, *notes])
 
     def _close_parts(self) -> None:
         if self.parts is None:

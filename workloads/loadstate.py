@@ -32,6 +32,7 @@ class LoadState:
         self.artifact = art
         sched = art.meta.get("schedule", {}) if isinstance(art.meta.get("schedule"), dict) else {}
         self.closed_loop = sched.get("kind") == "closed-loop"
+        self.live_replies = art.meta.get("replies") == "live"  # later turns carry the server's replies (workloads.conversation)
         self.span_ns = int(float(sched.get("span_s") or 0.0) * 1e9)
         sessions = art.sessions()
         mine = split_indices(len(sessions), worker_index, worker_count)

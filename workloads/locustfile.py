@@ -16,7 +16,6 @@ statistics get one event per request for its UI; the run's figures come from the
 
 from __future__ import annotations
 
-import json
 import os
 from time import perf_counter_ns
 
@@ -24,6 +23,7 @@ import gevent
 from locust import FastHttpUser, constant, events, task
 from locust.exception import StopUser
 
+from workloads.conversation import Conversation
 from workloads.loadstate import wait_state
 from workloads.records import build_record
 from workloads.stream_client import preconnect, stream_request
@@ -52,6 +52,7 @@ class OpenAIStreamUser(FastHttpUser):
             raise StopUser()
         http = self.client.client.clientpool.get_client(st.url_split)
         prev_end_ns = None
+        conv = Conversation(st.live_replies, session[0]["api"] == "chat")  # each turn's body; live: the replies carried on
         for item in session:
             if st.stopped:
                 break
@@ -62,13 +63,8 @@ class OpenAIStreamUser(FastHttpUser):
             # everything that does not depend on the send instant is done before it: the body, and a connection
             # when this user's pool has no idle one (stream_client.preconnect)
             chat = item["api"] == "chat"
-            body = {"model": st.model, "max_tokens": int(item["max_tokens"]), "stream": True,
-                    "stream_options": {"include_usage": True}, "temperature": 0.0, **st.extra_body}
-            if chat:
-                body["messages"] = [{"role": "user", "content": item["prompt"]}]
-            else:
-                body["prompt"] = item["prompt"]
-            payload = json.dumps(body).encode()
+            payload, item = conv.request(item, {"model": st.model, "max_tokens": int(item["max_tokens"]), "stream": True,
+                                                "stream_options": {"include_usage": True}, "temperature": 0.0, **st.extra_body})
             delay = (intended - perf_counter_ns()) / 1e9
             if delay > 0:
                 preconnect(http, delay)
@@ -79,7 +75,8 @@ class OpenAIStreamUser(FastHttpUser):
                 break
             st.begin(item, intended)
             raw = stream_request(http, st.chat_uri if chat else st.completions_uri, payload, st.headers,
-                                 chat=chat, timeout_s=st.request_timeout_s)
+                                 chat=chat, timeout_s=st.request_timeout_s, keep_text=conv.live)
+            conv.reply(raw)
             rec = build_record(item, raw, t0_ns=st.t0_ns, intended_abs_ns=intended, worker_index=st.worker_index, secret=st.secret)
             st.add_record(rec)
             prev_end_ns = raw["ended_ns"]

@@ -2,7 +2,7 @@
 
 Chapter 9: the 8192-in / 1025-out reasoning request (§9.2.3, example 9.2); a 6144-token shared
 prefix (§9.2.4); 129-token outputs (§9.2.4); a 1025/4097 output mix; multi-turn sessions with 10 s
-tool pauses (§9.1.3); a startup burst of λ·T_s requests at once (§9.6.1); and Mooncake trace replay.
+tool pauses (§9.1.3); a startup burst of λ·T_s requests at once (§9.6.1); and trace replay (Mooncake, BurstGPT, Azure).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import numpy as np
 
 from harness.errors import HarnessError
 from workloads.artifact import APIS, WorkloadArtifact
-from workloads.mooncake import expand_prompt, read_trace
+from workloads.mooncake import expand_prompt
 from workloads.prompts import TokenizerText, prompt_text, synthetic_words
 from workloads.schedule import Schedule, burst, trace
+from workloads.traces import TraceSelection, read_selected
 
 MIXES = ("reasoning", "prefix-6144", "short-output", "mix-1025-4097", "multi-turn", "startup-burst", "scenario", "mooncake")
 
@@ -76,17 +77,22 @@ def multi_turn(schedule: Schedule, *, turns: int = 4, first_input_tokens: int = 
 
 def mooncake(path: str, *, time_scale: float = 1.0, max_requests: int | None = None, api: str = "chat", seed: int = 0,
              tokenizer: TokenizerText | None = None) -> WorkloadArtifact:
-    reqs = read_trace(path, max_requests)
-    sched = trace([r.timestamp_s for r in reqs], time_scale, seed)
-    order = np.argsort([r.timestamp_s for r in reqs], kind="stable")
+    return trace_replay(path, fmt="mooncake", selection=TraceSelection(time_scale=time_scale, max_requests=max_requests),
+                        api=api, seed=seed, tokenizer=tokenizer)
+
+
+def trace_replay(path: str, *, fmt: str | None = None, selection: TraceSelection = TraceSelection(), api: str = "chat",
+                 seed: int = 0, tokenizer: TokenizerText | None = None) -> WorkloadArtifact:
+    """A trace (Mooncake, BurstGPT, Azure; workloads.traces) replayed at its own instants, windowed, scaled and capped."""
+    sel = read_selected(path, fmt, selection)
+    sched = trace(sel.intended_s, 1.0, seed)  # already scaled (and capped) by read_selected
     rows = []
-    for i, j in enumerate(order):
-        r = reqs[int(j)]
+    for i, r in enumerate(sel.requests):
         shared = r.hash_ids[0] if r.hash_ids else -1
         rows.append(_row(i, i, 0, sched.intended_s[i], 0.0, api, expand_prompt(r, tokenizer, seed + i), r.input_length,
                          r.output_length, shared, 0))
-    return WorkloadArtifact("mooncake", rows, {"mix": "mooncake", "trace": str(path), "time_scale": time_scale, "seed": seed,
-                                               "schedule": sched.to_dict(), "tokenizer": tokenizer.path if tokenizer else "synthetic-words"})
+    return WorkloadArtifact(sel.format, rows, {"mix": sel.format, **sel.meta, "seed": seed, "schedule": sched.to_dict(),
+                                               "tokenizer": tokenizer.path if tokenizer else "synthetic-words"})
 
 
 def build_mix(mix: str, schedule: Schedule, *, seed: int = 0, api: str = "chat", tokenizer: TokenizerText | None = None,

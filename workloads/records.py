@@ -11,6 +11,8 @@ Definitions (docs/loadgen.md maps them to vLLM, SGLang, guidellm and AIPerf name
   schedule_lag_s  actual send − intended send (how far the client ran behind its schedule)
 Token counts from usage and from content events are both kept; token_count_mismatch flags a
 difference (a server that packs several tokens per event, or a usage bug).
+Multi-turn sessions record reused_prefix_tokens (the prompt's prefix the session already sent or received) and
+cached_tokens_usage (the engine's usage.prompt_tokens_details.cached_tokens), workloads.conversation.
 Engines that stream their own timing (llama.cpp's "timings") are cross-checked per request:
   engine_prompt_ms / engine_prompt_n / engine_predicted_ms / engine_predicted_n  as the engine reported them
   ttft_minus_engine_prompt_s  client TTFT − engine prompt time: queueing, network and client overhead
@@ -21,17 +23,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.table_schemas import REQUESTS
+
 ERROR_DETAIL_MAX_CHARS = 300  # stored error details are cut to this, after any secret in them was masked
 
-RECORD_COLUMNS = (
-    "request_index", "session_id", "turn", "worker_index", "api", "intended_ns", "sent_ns", "written_ns", "first_byte_ns",
-    "first_token_ns", "last_byte_ns", "chunk_ns", "status", "error_class", "error_detail", "prompt_tokens_target",
-    "max_tokens", "prompt_tokens_usage", "output_tokens_usage", "output_tokens_chunks", "token_count_mismatch",
-    "usage_missing", "finish_reason", "response_id", "ttft_s", "ttft_from_intended_s", "e2e_s", "e2e_from_intended_s",
-    "tpot_s", "itl_mean_s", "schedule_lag_s", "body_bytes", "body_reads", "ttft_from_written_s",
-    "engine_prompt_ms", "engine_prompt_n", "engine_predicted_ms", "engine_predicted_n",
-    "ttft_minus_engine_prompt_s", "engine_output_tokens_diff",
-)
+# the columns in order; their types are declared with the stored table (harness.table_schemas.REQUESTS)
+RECORD_COLUMNS = tuple(REQUESTS)
 
 
 def _num(d: dict | None, key: str) -> float | None:
@@ -109,6 +106,10 @@ def build_record(item: dict[str, Any], raw: dict[str, Any], *, t0_ns: int, inten
         "engine_predicted_n": pred_n,
         "ttft_minus_engine_prompt_s": ttft - prompt_ms / 1e3 if ttft is not None and prompt_ms is not None else None,
         "engine_output_tokens_diff": n_chunks - int(pred_n) if pred_n is not None else None,
+        # multi-turn (workloads.conversation): the prompt's prefix this session sent or received before, and the engine's
+        # own count of prompt tokens it served from its cache (usage.prompt_tokens_details.cached_tokens)
+        "reused_prefix_tokens": item.get("reused_prefix_tokens"),
+        "cached_tokens_usage": p.cached_tokens_usage if p is not None else None,
     }
 
 

@@ -31,6 +31,8 @@ class StreamParse:
     # the engine's own timing of this request, when it streams one (llama.cpp's final event carries
     # "timings": prompt_n, prompt_ms, predicted_n, predicted_ms); used to cross-check client TTFT
     engine_timings: dict | None = None
+    cached_tokens_usage: int | None = None  # usage.prompt_tokens_details.cached_tokens, where the engine reports it
+    text: str | None = None  # the streamed output text, when asked for (a live multi-turn session sends it back)
 
 
 class SSEParser:
@@ -39,10 +41,12 @@ class SSEParser:
     one block at its end (which would delay the timestamps of every other stream on the client)."""
 
     __slots__ = ("chat", "buf", "content_ns", "events", "done", "finish", "rid", "malformed", "server_error", "p_usage", "o_usage",
-                 "timings")
+                 "timings", "cached", "texts")
 
-    def __init__(self, chat: bool):
+    def __init__(self, chat: bool, keep_text: bool = False):
         self.chat = chat
+        self.texts: list[str] | None = [] if keep_text else None
+        self.cached = None
         self.buf = b""
         self.content_ns: list[int] = []
         self.events = 0
@@ -60,6 +64,7 @@ class SSEParser:
         events = piece.split(b"\n\n")  # one C call per read, not a find and a slice per event
         self.buf = events.pop()  # the incomplete tail (b"" when the piece ended on an event boundary)
         chat = self.chat
+        texts = self.texts
         n = 0
         for ev in events:
             if ev[:6] == b"data: " and b"\n" not in ev:  # the common case: one data line
@@ -97,6 +102,8 @@ class SSEParser:
                         text = c0.get("text")
                     if text:
                         self.content_ns.append(t_ns)
+                        if texts is not None:
+                            texts.append(text)
                     fin = c0.get("finish_reason")
                     if fin:
                         self.finish = fin
@@ -112,11 +119,15 @@ class SSEParser:
             if type(u) is dict:
                 self.p_usage = u.get("prompt_tokens", self.p_usage)
                 self.o_usage = u.get("completion_tokens", self.o_usage)
+                d = u.get("prompt_tokens_details")
+                if type(d) is dict and type(d.get("cached_tokens")) is int:
+                    self.cached = d["cached_tokens"]
         self.events += n
 
     def result(self) -> StreamParse:
         return StreamParse(self.content_ns, self.events, self.done, self.finish, self.p_usage, self.o_usage, self.rid,
-                           self.malformed, self.server_error, self.timings)
+                           self.malformed, self.server_error, self.timings, self.cached,
+                           "".join(self.texts) if self.texts is not None else None)
 
 
 def parse_stream(body: bytes, piece_ends: list[int], piece_ns: list[int], chat: bool) -> StreamParse:

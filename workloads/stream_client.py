@@ -196,11 +196,13 @@ def _reader(sock: Any) -> Any:
     return recv
 
 
-def stream_request(http: Any, uri: str, payload: bytes, headers: dict[str, str], *, chat: bool, timeout_s: float) -> dict[str, Any]:
-    """POST `payload` to `uri` on geventhttpclient HTTPClient `http`; returns raw timings (absolute ns) and the parse."""
+def stream_request(http: Any, uri: str, payload: bytes, headers: dict[str, str], *, chat: bool, timeout_s: float,
+                   keep_text: bool = False) -> dict[str, Any]:
+    """POST `payload` to `uri` on geventhttpclient HTTPClient `http`; returns raw timings (absolute ns) and the parse
+    (with the streamed text when `keep_text`: a live multi-turn session sends it back in its next turn)."""
     if getattr(http, "use_proxy", False):
-        return _stream_via_client(http, uri, payload, headers, chat=chat, timeout_s=timeout_s)
-    parser = SSEParser(chat)
+        return _stream_via_client(http, uri, payload, headers, chat=chat, timeout_s=timeout_s, keep_text=keep_text)
+    parser = SSEParser(chat, keep_text)
     feed = parser.feed
     last_t = 0
     total = 0
@@ -327,10 +329,11 @@ def _result(parser: SSEParser, sent: int, written: int | None, first_byte: int |
             "error_detail": detail[:RAW_DETAIL_MAX_CHARS], "parse": parse, "body_bytes": total, "body_reads": reads}
 
 
-def _stream_via_client(http: Any, uri: str, payload: bytes, headers: dict[str, str], *, chat: bool, timeout_s: float) -> dict[str, Any]:
+def _stream_via_client(http: Any, uri: str, payload: bytes, headers: dict[str, str], *, chat: bool, timeout_s: float,
+                       keep_text: bool = False) -> dict[str, Any]:
     """The same through geventhttpclient's own request (used behind a proxy, which needs its absolute URIs);
     `written` is then unknown (None): the request is written inside http.request."""
-    parser = SSEParser(chat)
+    parser = SSEParser(chat, keep_text)
     feed = parser.feed
     last_t = 0
     total = reads = 0

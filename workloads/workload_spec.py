@@ -1,5 +1,5 @@
 """The workload described on the command line: token-length distributions, shared prefix, turns and pauses, a prompt
-dataset on disk, a tokenizer, or a Mooncake trace, built into a workload artifact on a schedule.
+dataset on disk, a tokenizer, or a request trace (Mooncake, BurstGPT, Azure), built into a workload artifact on a schedule.
 
 The same flags serve `harness bench-pd` and `locust -f workloads/locustfile.py` (add_workload_arguments);
 the spec itself is stored in the artifact's metadata (`workload_spec`), so a run is replayable from the
@@ -20,8 +20,11 @@ from workloads.artifact import APIS, WorkloadArtifact
 from workloads.lengths import LengthDist, parse_length
 from workloads.prompts import TokenizerText, prompt_text, synthetic_words
 from workloads.schedule import Schedule
+from workloads.think_time import ThinkTime, parse_think_time
+from workloads.traces import parse_window
 
 MAX_TURNS = 1000
+REPLIES = ("live", "synthetic")
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,8 @@ class WorkloadSpec:
     output_tokens: LengthDist | None = None
     prefix_tokens: int = 0  # text shared by every session's first prompt (a prefix-cache workload)
     turns: int = 1
-    pause_s: float = 0.0  # before each later turn, after the previous turn ended
+    pause_s: float | ThinkTime = 0.0  # before each later turn, after the previous turn ended (seconds, or a distribution)
+    replies: str = "live"  # later turns carry the server's actual replies ("live") or stand-in text of their length
     dataset: str | None = None
     dataset_field: str | None = None
     dataset_min_tokens: int | None = None
@@ -38,16 +42,26 @@ class WorkloadSpec:
     tokenizer: str | None = None
     trace: str | None = None
     trace_time_scale: float = 1.0
+    trace_format: str | None = None  # None: from the file (workloads.traces)
+    trace_window_s: tuple[float, float | None] | None = None  # [START, END] s of the trace's own time
+    trace_max_rate_per_s: float | None = None  # slow the replay down to this mean rate when it is faster
 
     def __post_init__(self) -> None:
         if isinstance(self.prefix_tokens, bool) or not isinstance(self.prefix_tokens, int) or not 0 <= self.prefix_tokens <= 10_000_000:
             raise HarnessError(f"--prefix-tokens must be an integer token count >= 0, got {self.prefix_tokens!r}.")
         if isinstance(self.turns, bool) or not isinstance(self.turns, int) or not 1 <= self.turns <= MAX_TURNS:
             raise HarnessError(f"--turns must be an integer in [1, {MAX_TURNS}], got {self.turns!r}.")
-        if isinstance(self.pause_s, bool) or not isinstance(self.pause_s, (int, float)) or not (math.isfinite(self.pause_s) and 0 <= self.pause_s <= 3600):
-            raise HarnessError(f"--pause-s must be a number of seconds in [0, 3600], got {self.pause_s!r}.")
+        if not isinstance(self.pause_s, ThinkTime) and (isinstance(self.pause_s, bool) or not isinstance(self.pause_s, (int, float))
+                                                        or not (math.isfinite(self.pause_s) and 0 <= self.pause_s <= 3600)):
+            raise HarnessError(f"--pause-s must be a number of seconds in [0, 3600] or a distribution "
+                               f"(exponential:mean=2, uniform:min=1,max=5), got {self.pause_s!r}.")
+        if self.replies not in REPLIES:
+            raise HarnessError(f"--replies must be one of {', '.join(REPLIES)}, got {self.replies!r}.")
         if not (isinstance(self.trace_time_scale, (int, float)) and math.isfinite(self.trace_time_scale) and self.trace_time_scale > 0):
             raise HarnessError(f"--trace-time-scale must be a number > 0 (0.5 replays twice as fast), got {self.trace_time_scale!r}.")
+        if not self.trace and (self.trace_format or self.trace_window_s or self.trace_max_rate_per_s is not None):
+            raise HarnessError("--trace-format, --trace-window and --trace-max-rate qualify --trace PATH; give the trace too.")
+        self.trace_selection()  # validates the window, scale and cap
         if self.trace and self.dataset:
             raise HarnessError("--trace and --dataset both give the prompts; use one of them.")
         if self.trace and (self.turns > 1 or self.input_tokens is not None):
@@ -60,6 +74,12 @@ class WorkloadSpec:
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
                 raise HarnessError(f"--{f.replace('_', '-')} must be an integer >= 0, got {v!r}.")
 
+    def trace_selection(self) -> Any:
+        from workloads.traces import TraceSelection
+
+        return TraceSelection(time_scale=self.trace_time_scale, window_s=self.trace_window_s,
+                              max_rate_per_s=self.trace_max_rate_per_s)
+
     @property
     def custom(self) -> bool:
         """Whether any flag describes the workload (else the named mix is used)."""
@@ -67,9 +87,9 @@ class WorkloadSpec:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("input_tokens", "output_tokens"):
+        for k in ("input_tokens", "output_tokens", "pause_s"):
             v = getattr(self, k)
-            d[k] = v.to_dict() if v is not None else None
+            d[k] = v.to_dict() if hasattr(v, "to_dict") else v
         return d
 
 
@@ -81,15 +101,24 @@ def add_workload_arguments(parser: Any) -> None:
     a("--output-tokens", default=None, help="max_tokens per request, same forms as --input-tokens (sent with ignore_eos where the target allows)")
     a("--prefix-tokens", type=int, default=0, help="tokens of text shared by every session's first prompt (prefix caching)")
     a("--turns", type=int, default=1, help="turns per session; each later turn resends the history plus new text")
-    a("--pause-s", type=float, default=0.0, help="pause before each later turn, after the previous one ended (seconds)")
+    a("--pause-s", default=None, help="think time before each later turn, after the previous one ended: seconds (2) or "
+                                      "exponential:mean=2 / uniform:min=1,max=5 / lognormal:mean=2,stdev=1 (seeded)")
+    a("--replies", default="live", choices=list(REPLIES), help="later turns carry the server's actual replies (live, as a chat "
+                                                               "client sends) or stand-in text of their length (synthetic)")
     a("--dataset", default=None, help="prompts from a file on disk: ShareGPT .json, .jsonl (prompt/messages), .parquet/.csv, "
                                       "or a save_to_disk directory (never a hub name)")
     a("--dataset-field", default=None, help="the dataset's text column or field (default: prompt, text, messages, ...)")
     a("--dataset-min-tokens", type=int, default=None, help="drop dataset prompts shorter than this (tokenizer tokens, else words)")
     a("--dataset-max-tokens", type=int, default=None, help="drop dataset prompts longer than this")
     a("--tokenizer", default=None, help="a local tokenizer.json or Hugging Face tokenizer folder: exact prompt lengths, client token counts")
-    a("--trace", default=None, help="replay a Mooncake JSONL trace (its times and lengths)")
+    a("--trace", default=None, help="replay a request trace (its times and lengths): Mooncake .jsonl, BurstGPT or Azure LLM "
+                                    "inference .csv")
+    a("--trace-format", default=None, choices=["mooncake", "burstgpt", "azure"], help="the trace's format (default: from the file)")
+    a("--trace-window", default=None, metavar="START:END", help="replay only the requests that arrived in [START, END] seconds "
+                                                               "of the trace's own time (END empty: to its end)")
     a("--trace-time-scale", type=float, default=1.0, help="multiply the trace's times by this (0.5: twice as fast)")
+    a("--trace-max-rate", type=float, default=None, help="cap the replay's mean rate (requests/s): a faster selection is "
+                                                        "slowed down uniformly, no request dropped")
 
 
 def spec_from_args(ns: Any) -> WorkloadSpec:
@@ -101,15 +130,25 @@ def spec_from_args(ns: Any) -> WorkloadSpec:
     return WorkloadSpec(
         input_tokens=parse_length(i, "--input-tokens") if i is not None else None,
         output_tokens=parse_length(o, "--output-tokens") if o is not None else None,
-        prefix_tokens=_default(g("prefix_tokens"), 0), turns=_default(g("turns"), 1), pause_s=_default(g("pause_s"), 0.0),
+        prefix_tokens=_default(g("prefix_tokens"), 0), turns=_default(g("turns"), 1), pause_s=_pause(g("pause_s")),
+        replies=_default(g("replies"), "live"),
         dataset=g("dataset"), dataset_field=g("dataset_field"), dataset_min_tokens=g("dataset_min_tokens"),
         dataset_max_tokens=g("dataset_max_tokens"), tokenizer=g("tokenizer"), trace=g("trace"),
-        trace_time_scale=_default(g("trace_time_scale"), 1.0),
+        trace_time_scale=_default(g("trace_time_scale"), 1.0), trace_format=g("trace_format"),
+        trace_window_s=parse_window(g("trace_window")), trace_max_rate_per_s=g("trace_max_rate"),
     )
 
 
 def _default(v: Any, default: Any) -> Any:
     return default if v is None else v
+
+
+def _pause(v: Any) -> float | ThinkTime:
+    """A fixed pause stays a number (as stored before distributions existed); a distribution is a ThinkTime."""
+    if v is None:
+        return 0.0
+    t = parse_think_time(v)
+    return t.mean_s if t.is_fixed else t
 
 
 def load_tokenizer(path: str | None) -> TokenizerText | None:
@@ -127,7 +166,7 @@ def build_workload(spec: WorkloadSpec, schedule: Schedule, *, name: str = "custo
                    default_input_tokens: int = 8192, default_output_tokens: int = 1025,
                    meta: dict[str, Any] | None = None) -> WorkloadArtifact:
     """One session per schedule instant (a trace brings its own instants), built from `spec`."""
-    from workloads.mixes import mooncake
+    from workloads.mixes import trace_replay
 
     if api not in APIS:
         raise HarnessError(f"--api must be one of {', '.join(APIS)}, got {api!r}.")
@@ -135,7 +174,7 @@ def build_workload(spec: WorkloadSpec, schedule: Schedule, *, name: str = "custo
     counter = f"tokenizer:{tok.path}" if tok else "words (synthetic prompts: one token per word on the embedded target)"
     base_meta = {"workload_spec": spec.to_dict(), "token_counter": counter, **(meta or {})}
     if spec.trace:
-        art = mooncake(spec.trace, time_scale=spec.trace_time_scale, api=api, seed=seed, tokenizer=tok)
+        art = trace_replay(spec.trace, fmt=spec.trace_format, selection=spec.trace_selection(), api=api, seed=seed, tokenizer=tok)
         if spec.output_tokens is not None or spec.prefix_tokens:
             raise HarnessError("--trace gives every request's output length and prefix blocks; drop --output-tokens/--prefix-tokens.")
         return WorkloadArtifact(art.name, art.rows, {**art.meta, **base_meta})
@@ -169,6 +208,9 @@ def build_workload(spec: WorkloadSpec, schedule: Schedule, *, name: str = "custo
         for k in range(n_req):
             body_n = int(n_in[k]) - (first if k % spec.turns == 0 else 0)
             bodies.append(prompt_text(body_n, seed * 1_000_003 + k + 17, tok))
+    live = spec.replies == "live" and spec.turns > 1
+    think = parse_think_time(spec.pause_s)
+    pauses = think.sample(n_req, np.random.default_rng(seed + 5_555_555)) if spec.turns > 1 else np.zeros(n_req)
     rows = []
     i = 0
     for s, t in enumerate(schedule.intended_s):
@@ -178,18 +220,21 @@ def build_workload(spec: WorkloadSpec, schedule: Schedule, *, name: str = "custo
             body = bodies[j]
             if k == 0:
                 text = f"{prefix} {body}" if prefix and body else (prefix or body)
+            elif live:  # the client sends the history with the server's actual replies (workloads.conversation)
+                text = body
             else:  # the earlier answer is stood in for by synthetic text of its length, then the new user text
                 text = f"{history} {synthetic_words(int(n_out[j - 1]), seed * 31 + s * 101 + k)} {body}"
             history = text
             n_prompt = count(text) if (tok or spec.dataset or k or prefix) else int(n_in[j])
             rows.append({"request_index": i, "session_id": s, "turn": k, "intended_s": float(t) if k == 0 else math.nan,
-                         "pause_before_s": float(spec.pause_s) if k else 0.0, "api": api, "prompt": text,
+                         "pause_before_s": float(pauses[j]) if k else 0.0, "api": api, "prompt": text,
                          "prompt_tokens_target": int(n_prompt), "max_tokens": int(n_out[j]),
                          "prefix_group": 0 if spec.prefix_tokens else (s if spec.turns > 1 else -1),
                          "prefix_tokens": int(spec.prefix_tokens)})
             i += 1
     m = {"mix": name, "seed": seed, "schedule": schedule.to_dict(), "tokenizer": tok.path if tok else "synthetic-words",
-         "turns": spec.turns, "pause_s": spec.pause_s, **base_meta}
+         "turns": spec.turns, "pause_s": think.to_dict() if not think.is_fixed else think.mean_s,
+         "replies": ("live" if live else "synthetic") if spec.turns > 1 else None, **base_meta}
     if dataset_info:
         m["dataset"] = dataset_info
     return WorkloadArtifact(name, rows, m)

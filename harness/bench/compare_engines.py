@@ -216,6 +216,7 @@ def compare_engines(o: CompareEnginesOptions, progress=None) -> CompareEnginesRe
     """Run every artifact against A, then against B; returns the run directories."""
     from harness.records import new_run_id
     from workloads.config import LoadConfig, SummaryOptions
+    from workloads.gpu_telemetry import local_sampling
     from harness.bench.load import run_load
 
     specs = {"a": parse_target(o.a, "--a"), "b": parse_target(o.b, "--b")}
@@ -241,6 +242,7 @@ def compare_engines(o: CompareEnginesOptions, progress=None) -> CompareEnginesRe
                                     "compare_label": labels[side], "compare_side": side, "target": specs[side].to_dict(),
                                     **live.extra},
                     engine=live.engine, progress=progress is not None,
+                    gpu_local=local_sampling(live.url),  # GPU telemetry beside the requests when the engine runs on a GPU here
                 )
                 dirs[side].append(str(run_load(cfg, workdir, progress=progress, timeout_s=o.duration_s + drain_s + 120.0)))
     return CompareEnginesResult(tuple(dirs["a"]), tuple(dirs["b"]), tuple(str(a) for a in artifacts))

@@ -44,7 +44,7 @@ class BenchCheck:
 def bench_pd_against(eng: RunningEngine, *, scenario: str | Path = DEFAULT_SCENARIO, duration_s: float = 20.0,
                      rate_per_s: float | None = None, api: str = "chat", results_dir: str = "results",
                      report_dir: str | None = "reports", quiet: bool = True, calibration: str | None = None,
-                     engine_config: str | None = None, proxy: bool = False) -> BenchCheck:
+                     engine_config: str | None = None, proxy: bool = False, request_timeout_s: float = 120.0) -> BenchCheck:
     """bench-pd against the launched engine; with `calibration` its twin predicts the run first (`engine_config`: the
     config the engine was launched from, whose scheduler the twin runs or is checked against)."""
     if eng.plan.engine != "llama.cpp":
@@ -57,6 +57,7 @@ def bench_pd_against(eng: RunningEngine, *, scenario: str | Path = DEFAULT_SCENA
     opts = BenchPdOptions(scenario=str(scenario), target_url=eng.plan.endpoint, model_name=eng.plan.served_name,
                           metrics_url=metrics_proc.base_url + metrics_proc.metrics_path, duration_s=duration_s,
                           rate_per_s=rate_per_s, api=api, results_dir=results_dir, report_dir=report_dir,
+                          request_timeout_s=request_timeout_s,
                           command_line=["harness", "engine", eng.plan.config_name, "--bench-pd"],
                           # no pre-flight request: the launcher saw the engine healthy, and the cross-check below
                           # counts every token the engine generated between the two scrapes
@@ -100,11 +101,7 @@ def check_session_flags(port: int | None, hold_s: float) -> None:
 
 def check_engine(cfg: EngineConfig, port: int | None = None) -> EngineCheck:
     plan = make_plan(cfg, resolve=False, port=port)
-    missing = None
-    if cfg.engine == "llama.cpp":
-        from harness.engines.llama_cpp import binary_available  # noqa: PLC0415
-
-        missing = binary_available(cfg.options.binary)  # type: ignore[attr-defined]
+    missing = " ".join(plan.engine_info.get("not_exact") or []) or None  # llama.cpp: its binary or model not installed
     return EngineCheck(cfg.source, cfg.name, cfg.engine, cfg.base.mode, [p.role for p in plan.processes], missing)
 
 
@@ -115,7 +112,8 @@ def dry_run_plan(cfg: EngineConfig, port: int | None = None) -> LaunchPlan:
 
 def dry_run_dict(cfg: EngineConfig, plan: LaunchPlan) -> dict[str, Any]:
     return {"config": cfg.name, "engine": cfg.engine, "mode": plan.mode, "endpoint": plan.endpoint,
-            "served_name": plan.served_name, "processes": [p.to_dict() for p in plan.processes]}
+            "served_name": plan.served_name, "processes": [p.to_dict() for p in plan.processes],
+            "not_exact": list(plan.engine_info.get("not_exact") or [])}
 
 
 @dataclass(frozen=True)
@@ -131,6 +129,7 @@ class EngineBenchRequest:
     calibration: str | None = None  # a twin.json or a step-time calibration: the twin predicts each run (simulated)
     engine_config: str | None = None  # the launched config's path (set by the CLI): the scheduler the twin runs
     proxy: bool = False
+    request_timeout_s: float = 120.0  # a request without its last byte by then is recorded as a timeout
 
 
 def engine_session(cfg: EngineConfig, *, results_dir: str | None = "results", serve: bool = False, hold_s: float = 0.0,
@@ -153,7 +152,8 @@ def engine_session(cfg: EngineConfig, *, results_dir: str | None = "results", se
             benches.append(bench_pd_against(eng, scenario=bench.scenario, duration_s=bench.duration_s,
                                             rate_per_s=bench.rate_per_s, api=api, results_dir=bench.results_dir,
                                             report_dir=bench.report_dir, calibration=bench.calibration,
-                                            engine_config=bench.engine_config or eng.plan.config_name, proxy=bench.proxy))
+                                            engine_config=bench.engine_config or eng.plan.config_name, proxy=bench.proxy,
+                                            request_timeout_s=bench.request_timeout_s))
         return {"bench_pd": [b.to_dict() for b in benches]}
 
     res = run_session(cfg, results_dir=results_dir, hold_s=math.inf if serve else hold_s, port=port, log_dir=log_dir,

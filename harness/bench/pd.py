@@ -67,6 +67,13 @@ class BenchPdOptions:
     calibration: str | None = None
     engine_config: str | None = None  # a llama.cpp engine config (name or TOML path): the scheduler a step-time twin runs
     proxy: bool = False  # let a calibration of another engine / host / kernel family / threads / model predict (said so)
+    # GPU telemetry, engine profiling and the over-saturation cut (harness.bench.load_extras, docs/loadgen.md)
+    gpu_metrics: list[dict[str, str]] = field(default_factory=list)  # DCGM exporters: [{"role", "url"}]
+    gpu_nvml: str = "auto"  # sample this host's GPUs: auto (when the target runs here and NVML sees a GPU), on, off
+    gpu_interval_s: float = 1.0
+    profile_window: tuple[float, float] | None = None  # seconds into the measurement window
+    profile_dir: str | None = None  # sent to /start_profile as output_dir
+    early_stop: bool = False  # cut the run short when it is over-saturated (workloads.oversaturation)
 
     def __post_init__(self) -> None:
         if self.target_url is not None:
@@ -114,6 +121,7 @@ class BenchPdOptions:
             if self.concurrency is not None:
                 raise HarnessError("--calibration: the twin simulates open-loop arrivals; --concurrency runs closed loop. "
                                    "Drop --concurrency (use --rate) or drop --calibration.")
+        _check_extras(self)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,6 +138,7 @@ class BenchPdResult:
     summary: LoadSummary
     target: str  # "simulated (embedded)" or the URL
     prediction: dict[str, Any] | None = None  # a real target's twin prediction (harness.target.prediction), simulated
+    extras: dict[str, Any] | None = None  # GPU telemetry per phase, prefix reuse, profile, early stop (load_extras.RunExtras)
 
     @property
     def valid(self) -> bool:
@@ -162,6 +171,11 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
     prediction = None
     try:
         artifact_path = build_workload(opts, s, workdir)
+        from harness.bench.load_extras import load_config_fields
+        from workloads.artifact import load_artifact
+
+        # GPU telemetry, profile window, early stop: checked before anything starts (harness.bench.load_extras)
+        extra_fields = load_config_fields(opts, load_artifact(artifact_path), target_url=opts.target_url)
         plan_path = workdir / "plan.json"
         plan_path.write_text(json.dumps(as_json(plan(s, include_grid=False))))
         sidecars: dict[str, str] = {}
@@ -203,6 +217,7 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
             preflight(url, model=opts.model_name or model, api=opts.api, api_key=key_cfg.api_key(),
                       timeout_s=min(60.0, opts.request_timeout_s), extra_body={"ignore_eos": True})
         cfg = LoadConfig(
+            **extra_fields,
             target_url=url, artifact_path=str(artifact_path), run_id=new_run_id("bench-pd"), results_dir=opts.results_dir,
             model=opts.model_name or model, api_key_env=opts.api_key_env, workers=opts.workers,
             remote_workers=opts.remote_workers, master_bind_host=opts.master_bind_host, master_port=opts.master_port,
@@ -232,7 +247,9 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
 
         paths = [str(p) for p in render(run, Path(opts.report_dir) / run.manifest.run_id)]
     summary = read_summary(run).load
-    return BenchPdResult(str(run_dir), paths, summary, label, prediction)
+    from workloads.run_extras import run_extras
+
+    return BenchPdResult(str(run_dir), paths, summary, label, prediction, run_extras(run).to_dict())
 
 
 def predict_run(twin: Any, artifact_path: str | Path, opts: BenchPdOptions) -> Any:
@@ -254,3 +271,20 @@ def predict_run(twin: Any, artifact_path: str | Path, opts: BenchPdOptions) -> A
     except HarnessError as exc:
         raise HarnessError(f"--calibration: the twin cannot predict this workload: {exc} Drop --calibration or change the "
                            "workload.") from None
+
+
+def _check_extras(o: BenchPdOptions) -> None:
+    """The GPU telemetry, profile and early-stop options (harness.bench.load_extras)."""
+    from harness.bench.load_extras import GPU_NVML_MODES
+
+    if o.gpu_nvml not in GPU_NVML_MODES:
+        raise HarnessError(f"--gpu-nvml must be one of {', '.join(GPU_NVML_MODES)}, got {o.gpu_nvml!r}.")
+    if isinstance(o.gpu_interval_s, bool) or not isinstance(o.gpu_interval_s, (int, float)) or not 0.05 <= o.gpu_interval_s <= 60:
+        raise HarnessError(f"--gpu-metrics-interval-s must be in [0.05, 60] seconds, got {o.gpu_interval_s!r}.")
+    for ep in o.gpu_metrics:
+        check_http_url(ep.get("url"), f"--gpu-metrics-url ({ep.get('role')})")
+    if o.profile_window is None and o.profile_dir is not None:
+        raise HarnessError("--profile-dir qualifies --profile-window START:END; give the window too, or drop --profile-dir.")
+    if o.early_stop and o.concurrency is not None:
+        raise HarnessError("--early-stop judges an open-loop run against its arrival rate; --concurrency runs closed loop. "
+                           "Drop one of them.")

@@ -10,7 +10,9 @@
   `max_steps` runs (default 8), whichever comes first. The answer is the highest passing rate measured
   (none, if every run failed: the report says so).
 
-Each point is the run's own summary; nothing is interpolated.
+Each point is the run's own summary; nothing is interpolated. A step the over-saturation rule cut short
+(workloads/oversaturation.py; on by default for a series and the search, `--no-early-stop` to run every step to its
+end) fails and is marked. The KNEE is the highest rate measured that met the SLOs, for a series as for the search.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class RatePoint:
     tpot_p90_s: float | None
     e2e_p90_s: float | None
     invalid_reasons: list[str] = field(default_factory=list)
+    stopped_early: str | None = None  # why the step was cut short (over-saturated, workloads.oversaturation); it then fails
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,14 @@ class RateSweepResult:
     stop_reason: str = ""
     report_paths: list[str] = field(default_factory=list)
 
+    @property
+    def knee_rate_per_s(self) -> float | None:
+        """The knee: the highest rate measured that met the SLOs (series and search alike); None when none did."""
+        ok = [p.rate_per_s for p in self.points if p.passes]
+        return max(ok) if ok else None
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "knee_rate_per_s": self.knee_rate_per_s}
 
 
 def parse_rate(text: str | None) -> float | list[float] | str | None:
@@ -83,8 +92,11 @@ def parse_rate(text: str | None) -> float | list[float] | str | None:
 def _point(rate: float, res: Any, slo_attainment: float) -> RatePoint:
     s = res.summary  # a workloads.summary.LoadSummary
     frac = s.goodput_fraction
+    cut = ((getattr(res, "extras", None) or {}).get("early_stop") or {})
+    stopped = f"over-saturated at {cut['t_s']:.1f} s" if cut else None
     return RatePoint(
-        rate_per_s=rate, run_dir=res.run_dir, valid=s.valid, passes=s.valid and frac is not None and frac >= slo_attainment,
+        rate_per_s=rate, run_dir=res.run_dir, valid=s.valid, stopped_early=stopped,
+        passes=s.valid and frac is not None and frac >= slo_attainment and not stopped,
         request_throughput_per_s=s.request_throughput_per_s, request_throughput_incl_drain_per_s=s.request_throughput_incl_drain_per_s,
         output_tokens_per_s=s.output_tokens_per_s, goodput_per_s=s.goodput_per_s,
         goodput_fraction=frac, ttft_p50_s=s.ttft_s.p50, ttft_p90_s=s.ttft_s.p90, tpot_p50_s=s.tpot_s.p50,
@@ -156,11 +168,11 @@ def _ms(x: float | None) -> str:
 
 
 def table_lines(r: RateSweepResult) -> list[str]:
-    lines = [f"| rate (req/s) | valid | meets SLOs | steady req/s (window) | req/s incl. drain | output tok/s | goodput req/s | "
+    lines = [f"| rate (req/s) | valid | meets SLOs | cut short | steady req/s (window) | req/s incl. drain | output tok/s | goodput req/s | "
              f"TTFT p50 / p90 (ms) | TPOT p50 / p90 (ms) | E2E p90 (ms) | run |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in sorted(r.points, key=lambda p: p.rate_per_s):
-        lines.append(f"| {p.rate_per_s:.4g} | {'yes' if p.valid else 'NO'} | {'yes' if p.passes else 'no'} | "
+        lines.append(f"| {p.rate_per_s:.4g} | {'yes' if p.valid else 'NO'} | {'yes' if p.passes else 'no'} | {p.stopped_early or '—'} | "
                      f"{p.request_throughput_per_s:.3f} | {p.request_throughput_incl_drain_per_s:.3f} | {p.output_tokens_per_s:.0f} | "
                      f"{'—' if p.goodput_per_s is None else f'{p.goodput_per_s:.3f}'} | {_ms(p.ttft_p50_s)} / {_ms(p.ttft_p90_s)} | "
                      f"{_ms(p.tpot_p50_s)} / {_ms(p.tpot_p90_s)} | {_ms(p.e2e_p90_s)} | {Path(p.run_dir).name} |")
@@ -171,9 +183,14 @@ def summary_lines(r: RateSweepResult) -> list[str]:
     slo = ", ".join(f"{k} ≤ {v:g} s" for k, v in r.slo.items() if v is not None) or "none"
     head = [f"run group {r.group_id} ({r.mode}, {len(r.points)} runs, open loop); SLOs {slo}; a rate meets them when the run is "
             f"valid and ≥ {r.slo_attainment:.0%} of its measured requests met every SLO"]
+    knee = r.knee_rate_per_s
+    head.append(f"knee (highest rate measured that met the SLOs): {knee:.4g} req/s" if knee is not None
+                else "knee: no rate tried met the SLOs")
+    cut = [p for p in r.points if p.stopped_early]
+    if cut:
+        head.append(f"{len(cut)} step(s) cut short as over-saturated (rates {', '.join(f'{p.rate_per_s:g}' for p in cut)}): "
+                    "both the in-flight count and TTFT grew over the last 30 s beyond their 95 % bounds (workloads/oversaturation.py)")
     if r.mode == "auto":
-        head.append(f"highest rate meeting the SLOs: {r.best_rate_per_s:.4g} req/s" if r.best_rate_per_s is not None
-                    else "no rate tried met the SLOs")
         head.append(f"stopped: {r.stop_reason}")
     return head
 
@@ -219,7 +236,12 @@ def _figure(r: RateSweepResult, path: Path) -> Path | None:
     ax[1].set_xlabel("completed req/s (incl. drain)")
     ax[1].legend()
     for p in pts:
-        ax[0].annotate(f"{p.rate_per_s:g}", (p.request_throughput_incl_drain_per_s, p.ttft_p90_s * 1e3), fontsize=7)
+        ax[0].annotate(f"{p.rate_per_s:g}" + (" (cut)" if p.stopped_early else ""),
+                       (p.request_throughput_incl_drain_per_s, p.ttft_p90_s * 1e3), fontsize=7)
+    knee = [p for p in pts if p.rate_per_s == r.knee_rate_per_s]
+    if knee:
+        ax[0].plot([knee[0].request_throughput_incl_drain_per_s], [knee[0].ttft_p90_s * 1e3], "r*", ms=12, label="knee")
+        ax[0].legend()
     fig.suptitle("Latency vs throughput (one point per run; labels: offered rate)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

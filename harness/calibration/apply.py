@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from harness.calibration.record import CalibrationRecord, EfficiencyCurve, LinkFit, Which
+from harness.calibration.family import is_engine_cuda_family
+from harness.calibration.record import CalibrationRecord, CollectiveFit, EfficiencyCurve, LinkFit, Which
 from harness.model.calibration import ConstantProvenance, LinkConstants
 from harness.model.stages import Efficiency
 
@@ -111,7 +112,7 @@ class MeasuredConstants:
             return None
         want = plan_family(dtype)
         told = gpu in self.record.proxy or gpu not in self.record.devices
-        if curve.kernel_family == want or told:
+        if curve.kernel_family == want or told or (is_engine_cuda_family(curve.kernel_family) and curve.dtype == dtype):
             return None
         return (f"measured with {curve.kernel_family} kernels, the plan runs {want}; not applied (name a proxy with "
                 f"`harness calibrate --proxy {gpu}=<device>` to use it)")
@@ -147,6 +148,11 @@ class MeasuredConstants:
             b_part = f"bandwidth measured {bandwidth:.0%} at batch {decode_batch}, {reading.label} ({c0.dtype}{held})"
         tag = "" if which == "value" else f" [{which} end of 95% interval]"
         return Efficiency(compute, bandwidth, f"{c_part}; {b_part}; {where}{tag}")
+
+    def collective(self, op: str, num_gpus: int, implementation: str | None = None) -> CollectiveFit | None:
+        """The fitted collective (`op` at `num_gpus`, e.g. "all_reduce" at 8), of `implementation` when given, else the
+        fastest at 1 MiB; `fit.time_s(size_bytes)` reads its measured time at a message size."""
+        return self.record.collective(op, num_gpus, implementation)
 
     def link_fit(self, name: str | None) -> tuple[LinkFit, bool] | None:
         found = self.link_choice(name)

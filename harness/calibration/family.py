@@ -12,7 +12,11 @@ Family names (the *device family* — which hardware — is kept separately as `
 - ``cuda-<dtype>`` — torch/cuBLAS (or an engine's CUDA kernels) on a GPU (``cuda-bf16``, ``cuda-fp8``);
 - ``ggml-<type>-<backend>`` — ggml (llama.cpp) kernels for one weight type on one ggml backend
   (``ggml-q4_K-cpu``, ``ggml-q8_0-cpu``, ``ggml-f16-cuda``); an engine serving a mixed-quant GGUF
-  runs the family of its file type (``ggml-q4_K_M-cpu``: Q4_K, Q5_0, Q6_K, Q8_0 tensors).
+  runs the family of its file type (``ggml-q4_K_M-cpu``: Q4_K, Q5_0, Q6_K, Q8_0 tensors);
+- ``aic-<engine>-<version>`` — an engine's CUDA kernels as an imported kernel database measured them
+  (aiconfigurator's ``systems/data/<system>/<op>/<engine>/<version>``: ``aic-trtllm-1.3.0rc20``,
+  ``aic-vllm-0.24.0``); the dtype is the curve's own field. A plan of a CUDA deployment
+  (``cuda-<dtype>``) applies them at the same dtype: they are the kernels a served engine runs.
 """
 
 from __future__ import annotations
@@ -40,8 +44,25 @@ def ggml_family(weight_type: str, backend: str = "cpu") -> str:
     return f"ggml-{ggml_type_name(weight_type)}-{backend.lower()}"
 
 
+AIC_PREFIX = "aic-"
+
+
+def aic_family(engine: str, version: str) -> str:
+    """``aic-<engine>-<version>``, e.g. aic_family("trtllm", "1.3.0rc20") == "aic-trtllm-1.3.0rc20"."""
+    if not engine or not version:
+        raise HarnessError(f"an imported kernel family needs the engine and its version; got {engine!r}, {version!r}.")
+    return f"{AIC_PREFIX}{engine.lower()}-{version}"
+
+
+def is_engine_cuda_family(family: str) -> bool:
+    """An imported engine's CUDA kernels (``aic-*``): what a CUDA deployment's ``cuda-<dtype>`` plan may apply."""
+    return family.startswith(AIC_PREFIX)
+
+
 def case_family(backend: str, dtype: str, device: str) -> str:
     """The family of a microbenchmark case from its backend, dtype and device columns."""
+    if is_engine_cuda_family(backend):  # imported kernel data names its family as the backend
+        return backend
     dev = "cpu" if not device or device == "cpu" else ("cuda" if device.startswith("cuda") else device)
     if backend in ("llama.cpp", "ggml", "test-backend-ops", "llama-bench", "llama-batched-bench"):
         return ggml_family(dtype, dev)

@@ -7,6 +7,9 @@ are refused):
       run_ids, method}. The version was stored as `format_version`.
   2 — the version field is `schema_version`, the name every harness file uses; nothing else changed
       (the upgrade 1 -> 2 reads `format_version` and drops it).
+  3 — `collectives` (all-reduce and other collectives: T(S) = α + S/β per GPU count, with the measured sizes) and
+      `provenance` (source, device, driver, torch/CUDA, engine and version, dates, run ids, command; required for an
+      entry of the GPU calibration database calibration/gpus/). The upgrade 2 -> 3 adds both empty.
 """
 
 from __future__ import annotations
@@ -22,16 +25,27 @@ from harness.errors import HarnessError
 from harness.versioning import load_versioned, stamp_version
 
 FORMAT = "harness-calibration"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 FORMAT_VERSION = SCHEMA_VERSION  # the old name of the constant
-UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: lambda d: d}  # 1 -> 2: field renamed only
+
+
+def _upgrade_2_to_3(d: dict[str, Any]) -> dict[str, Any]:
+    return {**d, "collectives": d.get("collectives") or [], "provenance": d.get("provenance")}
+
+
+UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    1: lambda d: d,  # 1 -> 2: field renamed only
+    2: _upgrade_2_to_3,
+}
 DEFAULT_DIR = Path("calibration")
 
 _README = (
     "Constants fitted by `harness calibrate` from the micro runs listed under `runs`. Base units: s, bytes/s, "
     "FLOP/s; efficiencies are fractions of the spec peak named in `peak_source`. Each estimate gives value, a 95% "
     "bootstrap interval [low, high] over the raw samples (seed and resample count below), the run ids and the method. "
-    "`proxy` maps a GPU or link the model plans for to the measured device or link standing in for it."
+    "`proxy` maps a GPU or link the model plans for to the measured device or link standing in for it. "
+    "`collectives` fit T(S) = α + S/β per collective and GPU count (β: payload bytes / time, nccl-tests' algbw); "
+    "`provenance` says where the runs came from (docs/calibration.md, \"The GPU calibration database\")."
 )
 
 
@@ -39,18 +53,38 @@ def default_path(machine: str) -> Path:
     return DEFAULT_DIR / f"{machine}.json"
 
 
-def dumps(rec: CalibrationRecord) -> str:
+def dumps(rec: CalibrationRecord, *, one_line_points: bool = False) -> str:
+    """The file's text: indented JSON, one field per line; with `one_line_points` each curve point on one line (the GPU
+    calibration database's entries: a third of the size, and a diff still shows which point changed)."""
     body = {"format": FORMAT, **stamp_version({}, SCHEMA_VERSION), "readme": _README, **rec.to_dict()}
-    return json.dumps(body, indent=2, sort_keys=False, allow_nan=False) + "\n"
+    if not one_line_points:
+        return json.dumps(body, indent=2, sort_keys=False, allow_nan=False) + "\n"
+    lines: dict[str, str] = {}
+
+    def one_line(x: Any) -> str:
+        key = f"@@line-{len(lines)}@@"
+        lines[key] = json.dumps(x, sort_keys=False, allow_nan=False, ensure_ascii=False)
+        return key
+
+    for c in body["curves"]:
+        c["points"] = [one_line(pt) for pt in c["points"]]
+    for fit in (*body["links"], *body["collectives"]):  # the measured sizes and times: one line per array
+        for k, v in fit.items():
+            if isinstance(v, list) and all(isinstance(x, (int, float)) for x in v):
+                fit[k] = one_line(v)
+    text = json.dumps(body, indent=2, sort_keys=False, allow_nan=False, ensure_ascii=False)
+    for key, line in lines.items():
+        text = text.replace(json.dumps(key), line, 1)
+    return text + "\n"
 
 
-def save_calibration(rec: CalibrationRecord, path: str | Path) -> Path:
+def save_calibration(rec: CalibrationRecord, path: str | Path, *, one_line_points: bool = False) -> Path:
     """Write the record as JSON (temporary name, then rename)."""
     p = Path(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.with_name(f".{p.name}.tmp-{os.getpid()}")
-        tmp.write_text(dumps(rec))
+        tmp.write_text(dumps(rec, one_line_points=one_line_points), encoding="utf-8")
         os.replace(tmp, p)
     except OSError as exc:
         raise HarnessError(f"calibration file {str(path)!r} cannot be written ({exc}); give a writable path (--out).") from None
@@ -76,8 +110,9 @@ def parse_calibration(d: Any, source: str) -> CalibrationRecord:
                                        "  regenerate it with `harness calibrate` (an efficiency above 1 is a measurement or "
                                        "spec error: check the peak it is a fraction of)."]))
     if not (rec.curves or rec.links or rec.stages or rec.storage or rec.cpu_expert_flops_per_s
-            or rec.host_memory_bandwidth_bytes_per_s):
-        raise HarnessError(f"{source}: the calibration holds no constants (no curves, links, stages, storage, C_C or B_D); "
+            or rec.host_memory_bandwidth_bytes_per_s or rec.collectives):
+        raise HarnessError(f"{source}: the calibration holds no constants (no curves, links, collectives, stages, storage, "
+                           "C_C or B_D); "
                            "calibrate from runs that measured something (`harness micro run`, then `harness calibrate`).")
     return rec
 
@@ -98,6 +133,13 @@ def physical_problems(rec: CalibrationRecord) -> list[str]:
             out.append(f"links[{i}] ({lf.key}).bandwidth_bytes_per_s.value = {lf.bandwidth_bytes_per_s.value!r} must be > 0")
         if lf.alpha_s.value < 0:
             out.append(f"links[{i}] ({lf.key}).alpha_s.value = {lf.alpha_s.value!r} must be >= 0")
+    for i, cf in enumerate(rec.collectives):
+        if cf.bandwidth_bytes_per_s.value <= 0:
+            out.append(f"collectives[{i}] ({cf.key}).bandwidth_bytes_per_s.value = {cf.bandwidth_bytes_per_s.value!r} must be > 0")
+        if cf.alpha_s.value < 0:
+            out.append(f"collectives[{i}] ({cf.key}).alpha_s.value = {cf.alpha_s.value!r} must be >= 0")
+        if any(not (t > 0 and math.isfinite(t)) for t in cf.median_s):
+            out.append(f"collectives[{i}] ({cf.key}).median_s holds a time that is not a positive number")
     for i, st in enumerate(rec.stages):
         if st.rate.value <= 0:
             out.append(f"stages[{i}] ({st.phase} on {st.device}).rate.value = {st.rate.value!r} must be > 0")

@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
-from typing import Any, Iterable
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, NamedTuple
 
 import numpy as np
 
 from harness.calibration.record import (
     CalibrationRecord,
+    CollectiveFit,
     CurvePoint,
     EfficiencyCurve,
     Estimate,
@@ -55,8 +56,10 @@ from harness.calibration.family import case_family
 from harness.calibration.runs import MachineRuns
 from harness.errors import HarnessError
 from microbench.params import (
+    OPS_COMPOSED,
     OPS_EAGER,
     OPS_FUSED,
+    CollectiveParams,
     CpuExpertParams,
     DecodeParams,
     GemmParams,
@@ -70,6 +73,7 @@ from microbench.params import (
 DEFAULT_BOOTSTRAP = 200
 MIN_CURVE_POINTS = 2
 MIN_LINK_SIZES = 3
+COLLECTIVE_DTYPES = ("bf16", "fp16", "fp32", "bfloat16", "half", "float")  # our names and nccl-tests' (-d)
 BYTE_CONVENTION = "β in payload bytes/s, each byte counted once (as nvbandwidth counts a copy)"
 _Q = (2.5, 97.5)
 
@@ -124,6 +128,18 @@ def bootstrap_medians(times: np.ndarray, n_boot: int, rng: np.random.Generator) 
         return np.full(n_boot, float(times[0]) if n else math.nan)
     idx = rng.integers(0, n, size=(n_boot, n))
     return np.median(times[idx], axis=1)
+
+
+class _AlphaBeta(NamedTuple):
+    """A T(S) = α + S/β fit: sizes, median times, the cases, α and 1/β, and their bootstrap distributions."""
+
+    x: np.ndarray
+    median_s: np.ndarray
+    cases: list
+    alpha_s: float
+    s_per_byte: float
+    alpha_boot: np.ndarray
+    s_per_byte_boot: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -300,6 +316,8 @@ class _Fitter:
         for ctx in sorted(set(g["_ctx"])):
             at = (g["_ctx"] == ctx).to_numpy()
             ops = set(g["_ops"][at])
+            if ops == {OPS_COMPOSED}:  # steps summed from an imported kernel grid: no elementwise ops to judge
+                continue
             if OPS_FUSED in ops:
                 keep &= ~at | (g["_ops"] == OPS_FUSED).to_numpy()
                 if ops - {OPS_FUSED}:
@@ -371,16 +389,20 @@ class _Fitter:
                 "peak; left out of the α–β fit")
         return g[~over]
 
-    def _fit_link(self, link: str, direction: str, memory: Any, method: Any, by_size, counted: str) -> LinkFit | None:
+    def _alpha_beta(self, by_size) -> "_AlphaBeta":
+        """T(S) = α + S/β over (size, cases) pairs: weighted least squares with weights 1/T² (each size counts by its
+        relative error), and the fit over `n_bootstrap` resamples of every size's raw samples."""
         x = np.array([s for s, _ in by_size], dtype=float)
         cases = [c for _, cs in by_size for c in cs]
-        med = np.array([float(np.median(np.concatenate([c.times_s for c in cs]))) for _, cs in by_size])
+        samples = [np.concatenate([c.times_s for c in cs]) for _, cs in by_size]
+        med = np.array([float(np.median(t)) for t in samples])
         w = 1.0 / med**2
         a, b = wls_line(x, med, w)
-        boots = np.stack([bootstrap_medians(np.concatenate([c.times_s for c in cs]), self.n_boot, self.rng)
-                          for _, cs in by_size])
-        ab, bb = wls_line(x, boots, w)
-        a0, b0 = float(a[0]), float(b[0])
+        ab, bb = wls_line(x, np.stack([bootstrap_medians(t, self.n_boot, self.rng) for t in samples]), w)
+        return _AlphaBeta(x, med, cases, float(a[0]), float(b[0]), ab, np.where(bb > 0, bb, np.nan))
+
+    def _fit_link(self, link: str, direction: str, memory: Any, method: Any, by_size, counted: str) -> LinkFit | None:
+        x, med, cases, a0, b0, ab, bb = self._alpha_beta(by_size)
         name = ":".join(str(k) for k in (link, direction, memory, method) if k)
         if b0 <= 0:
             raise HarnessError(
@@ -398,7 +420,6 @@ class _Fitter:
                 f"above the spec peak {min(peaks) / 1e9:.4g} GB/s; a measurement or spec error — the link is not fitted "
                 "(rerun the transfer suite; check the peak in harness/specs)")
             return None
-        bb = np.where(bb > 0, bb, np.nan)
         alpha = self.estimate(a0, ab, "s", cases, "WLS intercept of T(S) = α + S/β, weights 1/T²")
         beta = self.estimate(bw, 1.0 / bb, "bytes/s", cases, "WLS 1/slope of T(S) = α + S/β, weights 1/T²; S = payload "
                              "bytes counted once")
@@ -414,6 +435,43 @@ class _Fitter:
         return LinkFit(link, direction, None if memory is None else str(memory), alpha, beta, tuple(x.tolist()),
                        tuple(med.tolist()), tuple(fitted.tolist()), "1/T² (relative error)",
                        method=None if method is None else str(method), byte_convention=convention)
+
+    # -- collectives --
+
+    def collectives(self) -> list[CollectiveFit]:
+        """T(S) = α + S/β per collective, GPU count, implementation and dtype (CollectiveParams cases)."""
+        df = self.mr.cases
+        rows = self._usable(_records(df[df["suite"] == "comm"], CollectiveParams))
+        if rows.empty:
+            return []
+        recs = list(rows["record"])
+        rows = rows.assign(_key=[(r.op, r.num_gpus, r.implementation) for r in recs], _size=[float(r.size_bytes) for r in recs])
+        other = sorted(set(rows["dtype"]) - set(COLLECTIVE_DTYPES))
+        if other:
+            self.warnings.append(f"collectives of element type {', '.join(other)} not fitted (the floating-point ones are: "
+                                 "an engine reduces activations in them)")
+            rows = rows[rows["dtype"].isin(COLLECTIVE_DTYPES)]
+        out = []
+        for (key, dtype, backend), g in rows.groupby(["_key", "dtype", "backend"], sort=True):
+            op, n, impl = key
+            name = f"{op} on {n} GPUs ({impl}, {dtype})"
+            by_size = [(s, self.cases(gs)) for s, gs in g.groupby("_size", sort=True) if s > 0]
+            if len(by_size) < MIN_LINK_SIZES:
+                self.warnings.append(f"collective {name}: {len(by_size)} message size(s) measured; α and β need at least "
+                                     f"{MIN_LINK_SIZES}, so it is not fitted")
+                continue
+            x, med, cases, a0, b0, ab, bb = self._alpha_beta(by_size)
+            if b0 <= 0:
+                self.warnings.append(f"collective {name}: the time does not grow with the message size; not fitted")
+                continue
+            alpha = self.estimate(a0, ab, "s", cases, "WLS intercept of T(S) = α + S/β over message sizes, weights 1/T²")
+            beta = self.estimate(1.0 / b0, 1.0 / bb, "bytes/s", cases,
+                                 "WLS 1/slope of T(S) = α + S/β, weights 1/T²; S = payload bytes per GPU (algorithm "
+                                 "bandwidth, nccl-tests' algbw)")
+            fam = case_family(str(backend), str(dtype), "cuda")
+            out.append(CollectiveFit(op, int(n), impl, str(dtype), alpha, beta, tuple(x.tolist()), tuple(med.tolist()),
+                                     tuple((a0 + b0 * x).tolist()), fam))
+        return out
 
     # -- single constants --
 
@@ -493,11 +551,22 @@ class _Fitter:
 
 
 def fit_calibration(mr: MachineRuns, seed: int = 0, n_bootstrap: int = DEFAULT_BOOTSTRAP,
-                    proxy: dict[str, str] | None = None) -> CalibrationRecord:
+                    proxy: dict[str, str] | None = None, model: str | None = None) -> CalibrationRecord:
     """Fit every constant the runs allow; a suite with data but too few points is an error naming what to run."""
     from harness import __version__
 
+    from harness.calibration import kernel_grid
+
+    derived, grid_warnings, reference = kernel_grid.derive(mr.cases, model)
+    if len(derived):
+        import pandas as pd
+
+        mr = replace(mr, cases=pd.concat([mr.cases, derived], ignore_index=True))
+    elif model is not None and not reference:
+        raise HarnessError(f"--model {model}: these runs hold no kernel grid (imported kernel data) to read at a model's "
+                           "shapes; leave --model out.")
     f = _Fitter(mr, seed, n_bootstrap)
+    f.warnings.extend(grid_warnings)
     curves = (f.curves("decode", "decode_bandwidth_efficiency", "batch")
               + f.curves("gemm", "prefill_compute_efficiency", "tokens_per_gpu"))
     rec = CalibrationRecord(
@@ -505,14 +574,13 @@ def fit_calibration(mr: MachineRuns, seed: int = 0, n_bootstrap: int = DEFAULT_B
         curves=tuple(curves), links=tuple(f.links()), cpu_expert_flops_per_s=f.cpu_expert(),
         host_memory_bandwidth_bytes_per_s=f.host_bandwidth(), storage=f.storage(), stages=tuple(f.stages()),
         proxy=dict(proxy or {}), warnings=(), created_unix_s=time.time(), harness_version=__version__,
+        collectives=tuple(f.collectives()), reference_model=reference if len(derived) else "",
     )
-    have = [c.quantity for c in rec.curves] + (["links"] if rec.links else [])
+    have = [c.quantity for c in rec.curves] + (["links"] if rec.links else []) + (["collectives"] if rec.collectives else [])
     if not have and rec.cpu_expert_flops_per_s is None and not rec.storage and not rec.stages:
         raise HarnessError(
             f"the runs of {mr.machine} hold no case any constant is fitted from (suites decode, gemm, transfer, moe, "
             "storage, stage); run `harness micro run --suite all --out results/`."
             + (" Left out: " + "; ".join(dict.fromkeys(f.warnings)) if f.warnings else "")
         )
-    from dataclasses import replace
-
     return replace(rec, warnings=tuple(dict.fromkeys(f.warnings)))

@@ -298,6 +298,131 @@ class RunRef:
 
 
 @dataclass(frozen=True)
+class CollectiveFit:
+    """T(S) = α + S/β of one collective (all-reduce, ...) at one GPU count, over message sizes (§9.2.2's α–β form).
+
+    β is the algorithm bandwidth: payload bytes S over the time (nccl-tests' `algbw`), not the bus bandwidth;
+    the measured sizes and times are kept so a caller can read the time at a size (`time_s`) instead of the fit.
+    """
+
+    op: str  # "all_reduce", "all_gather", ...
+    num_gpus: int
+    implementation: str  # "nccl", "vllm_graph", "trtllm_auto", ...: the kernel that ran the collective
+    dtype: str
+    alpha_s: Estimate
+    bandwidth_bytes_per_s: Estimate
+    sizes_bytes: tuple[float, ...]
+    median_s: tuple[float, ...]
+    fitted_s: tuple[float, ...]
+    family: str = ""  # kernel family of the runs it came from ("aic-vllm-0.24.0", "cuda")
+
+    @property
+    def key(self) -> str:
+        return f"{self.op}:{self.num_gpus}:{self.implementation}"
+
+    def time_s(self, size_bytes: float) -> float:
+        """The time at `size_bytes`: log-log interpolation of the measured sizes inside their range, α + S/β outside."""
+        xs = np.log(np.asarray(self.sizes_bytes, dtype=float))
+        if size_bytes <= 0:
+            return self.alpha_s.value
+        if len(xs) >= 2 and xs[0] <= math.log(size_bytes) <= xs[-1]:
+            return float(np.exp(np.interp(math.log(size_bytes), xs, np.log(np.asarray(self.median_s, dtype=float)))))
+        return self.alpha_s.value + size_bytes / self.bandwidth_bytes_per_s.value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "num_gpus": self.num_gpus, "implementation": self.implementation, "dtype": self.dtype,
+                "family": self.family, "alpha_s": self.alpha_s.to_dict(),
+                "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s.to_dict(), "sizes_bytes": list(self.sizes_bytes),
+                "median_s": list(self.median_s), "fitted_s": list(self.fitted_s)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CollectiveFit":
+        nums = {k: tuple(at(f"{k}[{i}]", float, x) for i, x in enumerate(_items(d, k, None)))
+                for k in ("sizes_bytes", "median_s", "fitted_s")}
+        if not (len(nums["sizes_bytes"]) == len(nums["median_s"]) == len(nums["fitted_s"])) or not nums["sizes_bytes"]:
+            raise FieldError("sizes_bytes", "sizes_bytes, median_s and fitted_s must be non-empty lists of one length")
+        if any(b <= a for a, b in zip(nums["sizes_bytes"], nums["sizes_bytes"][1:])):
+            raise FieldError("sizes_bytes", "sizes must increase from point to point")
+        n = d["num_gpus"]
+        if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+            raise FieldError("num_gpus", f"must be an integer >= 2, got {n!r}")
+        return cls(_str(d, "op"), n, _str(d, "implementation"), _str(d, "dtype"),
+                   at("alpha_s", Estimate.from_dict, d["alpha_s"]),
+                   at("bandwidth_bytes_per_s", Estimate.from_dict, d["bandwidth_bytes_per_s"]), nums["sizes_bytes"],
+                   nums["median_s"], nums["fitted_s"], str(d.get("family", "")))
+
+
+# "synthetic": runs generated from known constants (harness.calibration.synthetic), for tests; never in the shipped database
+SOURCE_KINDS = ("imported kernel data", "our microbenchmarks", "synthetic")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a calibration came from, as the GPU calibration database (calibration/gpus/) keeps it with every entry.
+
+    Dates are ISO dates (YYYY-MM-DD). `measured_date` is when the kernels were timed, when known (our runs record
+    it; an imported database may not); `filed_date` is when the entry was fitted and filed.
+    """
+
+    source_kind: str  # one of SOURCE_KINDS
+    source: str  # "aiconfigurator 0.12.0", "harness micro run (torch 2.9.0)"
+    gpu: str  # GPU spec name (`harness specs gpus`)
+    family: str  # the entry's kernel family ("aic-trtllm-1.3.0rc20", "cuda")
+    filed_date: str
+    command: str  # the command that measured or imported the runs, then the one that filed them
+    device_name: str | None = None  # as the driver reports it ("NVIDIA H200")
+    driver: str | None = None
+    torch_version: str | None = None
+    cuda_version: str | None = None
+    engine: str | None = None  # "trtllm", "vllm", "sglang", "llama.cpp"; None for torch/cuBLAS suites
+    engine_version: str | None = None
+    measured_date: str | None = None
+    run_ids: tuple[str, ...] = ()
+    reference_model: str | None = None  # the model whose shapes a kernel grid was read at (imported kernel data)
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        from datetime import date
+
+        if self.source_kind not in SOURCE_KINDS:
+            raise HarnessError(f"calibration provenance: source_kind must be one of {', '.join(SOURCE_KINDS)}, "
+                               f"got {self.source_kind!r}.")
+        for f in ("filed_date", "measured_date"):
+            v = getattr(self, f)
+            if v is None and f == "measured_date":
+                continue
+            try:
+                date.fromisoformat(str(v))
+            except ValueError:
+                raise HarnessError(f"calibration provenance: {f} must be an ISO date (YYYY-MM-DD), got {v!r}.") from None
+
+    @property
+    def date(self) -> str:
+        """The date the entry stands for: when measured, else when filed."""
+        return self.measured_date or self.filed_date
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source_kind": self.source_kind, "source": self.source, "gpu": self.gpu, "family": self.family,
+                "device_name": self.device_name, "driver": self.driver, "torch_version": self.torch_version,
+                "cuda_version": self.cuda_version, "engine": self.engine, "engine_version": self.engine_version,
+                "measured_date": self.measured_date, "filed_date": self.filed_date, "run_ids": list(self.run_ids),
+                "command": self.command, "reference_model": self.reference_model, "notes": list(self.notes)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Provenance":
+        if not isinstance(d, dict):
+            raise FieldError("", f"must be an object {{...}}, got {d!r}")
+        opt = {k: _str(d, k, optional=True) for k in ("device_name", "driver", "torch_version", "cuda_version", "engine",
+                                                      "engine_version", "measured_date", "reference_model")}
+        try:
+            return cls(_str(d, "source_kind"), _str(d, "source"), _str(d, "gpu"), _str(d, "family"), _str(d, "filed_date"),
+                       _str(d, "command"), run_ids=tuple(str(r) for r in _items(d, "run_ids")),
+                       notes=tuple(str(n) for n in _items(d, "notes")), **opt)
+        except HarnessError as e:
+            raise FieldError("", str(e).removeprefix("calibration provenance: ").rstrip(".")) from None
+
+
+@dataclass(frozen=True)
 class CalibrationRecord:
     """Everything `harness calibrate` fitted from one machine's runs."""
 
@@ -316,6 +441,15 @@ class CalibrationRecord:
     warnings: tuple[str, ...] = ()
     created_unix_s: float = 0.0
     harness_version: str = ""
+    collectives: tuple[CollectiveFit, ...] = ()  # all-reduce and other collectives by size (schema 3)
+    provenance: Provenance | None = None  # where the runs came from (schema 3; required in calibration/gpus/)
+    reference_model: str = ""  # the model whose shapes kernel grids (imported kernel data) were read at; "" = none
+
+    def collective(self, op: str, num_gpus: int, implementation: str | None = None) -> CollectiveFit | None:
+        """The fit of `op` at `num_gpus`, of `implementation` when given, else the fastest at 1 MiB."""
+        cands = [c for c in self.collectives if c.op == op and c.num_gpus == num_gpus
+                 and (implementation is None or c.implementation == implementation)]
+        return min(cands, key=lambda c: c.time_s(1 << 20)) if cands else None
 
     def curve(self, device: str, quantity: str, dtype: str | None = None) -> EfficiencyCurve | None:
         """The curve for a device and quantity, preferring `dtype`, then bf16, fp16, fp32 in that order
@@ -356,7 +490,9 @@ class CalibrationRecord:
                 self.host_memory_bandwidth_bytes_per_s.to_dict() if self.host_memory_bandwidth_bytes_per_s else None
             ),
             "storage": {k: v.to_dict() for k, v in self.storage.items()},
-            "stages": [s.to_dict() for s in self.stages], "warnings": list(self.warnings),
+            "stages": [s.to_dict() for s in self.stages], "collectives": [c.to_dict() for c in self.collectives],
+            "provenance": self.provenance.to_dict() if self.provenance else None,
+            "reference_model": self.reference_model, "warnings": list(self.warnings),
         }
 
     @classmethod
@@ -382,4 +518,7 @@ class CalibrationRecord:
             proxy=proxy, warnings=tuple(str(w) for w in _items(d, "warnings")),
             created_unix_s=at("created_unix_s", float, d.get("created_unix_s", 0.0)),
             harness_version=str(d.get("harness_version", "")),
+            collectives=_each(d, "collectives", CollectiveFit.from_dict),
+            provenance=at("provenance", Provenance.from_dict, d["provenance"]) if d.get("provenance") is not None else None,
+            reference_model=str(d.get("reference_model") or ""),
         )

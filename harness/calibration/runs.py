@@ -23,6 +23,9 @@ CASE_TABLE = "micro_cases"
 SAMPLE_TABLE = "micro_samples"
 # suites whose cases calibration reads, through the typed params records of microbench/params.py
 CALIBRATION_SUITES = ("decode", "gemm", "transfer", "moe", "storage", "stage")
+# imported kernel grids (harness/importers/aic.py): hundreds of thousands of cases; harness.calibration.kernel_grid reads
+# the shapes it needs and parses only those into their typed records
+KERNEL_GRID_SUITES = ("kernel",)
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class MachineRuns:
     cases: Any  # pandas DataFrame
     samples: Any  # pandas DataFrame: run_id, case_id, time_s
     warnings: tuple[str, ...]
+    manifests: tuple[Any, ...] = ()  # harness.records.RunManifest of each usable run (provenance of a database entry)
 
 
 def device_key(device: str, gpu_name: str | None) -> str:
@@ -142,7 +146,8 @@ def load_machine_runs(path: str | Path, kind: str | tuple[str, ...] = ("micro", 
     cases = pd.concat(frames, ignore_index=True)
     cases["params"] = [json.loads(x) if isinstance(x, str) and x else {} for x in cases["params_json"]]
     cases["device_key"] = [device_key(d, gpu_name) for d in cases["device"]]
-    cases["record"] = [parse_params(p, str(cid)) for p, cid in zip(cases["params"], cases["case_id"])]
+    grid = cases["suite"].isin(KERNEL_GRID_SUITES).to_numpy()
+    cases["record"] = [None if g else parse_params(p, str(cid)) for p, cid, g in zip(cases["params"], cases["case_id"], grid)]
     for suite in CALIBRATION_SUITES:
         mine = cases[cases["suite"] == suite]
         if len(mine) and all(r is None for r in mine["record"]):
@@ -156,9 +161,13 @@ def load_machine_runs(path: str | Path, kind: str | tuple[str, ...] = ("micro", 
                 f"{len(bad)} case(s) marked invalid (above the spec peak) left out: "
                 + ", ".join(sorted(set(bad["case_id"]))[:5]) + (" …" if bad["case_id"].nunique() > 5 else "")
             )
-            cases = cases[cases["valid"].astype(bool)].reset_index(drop=True)
+            # a kernel grid keeps its invalid cases: harness.calibration.kernel_grid leaves out what they would compose
+            # into, and judges a table by its share of them
+            keep = cases["valid"].astype(bool) | cases["suite"].isin(KERNEL_GRID_SUITES)
+            cases = cases[keep].reset_index(drop=True)
     if "unstable" in cases.columns and cases["unstable"].astype(bool).any():
         n = int(cases["unstable"].astype(bool).sum())
         warnings.append(f"{n} case(s) were unstable (CV above threshold); their intervals are wide — rerun them on an idle machine")
     samples = pd.concat(sframes, ignore_index=True) if sframes else pd.DataFrame(columns=["case_id", "time_s", "run_id"])
-    return MachineRuns(machines[0], facts, tuple(refs), gpu_name, cases, samples, tuple(warnings))
+    return MachineRuns(machines[0], facts, tuple(refs), gpu_name, cases, samples, tuple(warnings),
+                       tuple(r.manifest for r in usable))

@@ -1,6 +1,7 @@
 """Thin CLI: one module per verb, each with add_arguments(parser) and main(args) -> int.
 
-Exit codes: 0 ok, 1 user/data error (and an unexpected failure), 2 usage, 3 regression or SLO breach.
+Exit codes: 0 ok, 1 user/data error (and an unexpected failure), 2 usage, 3 regression or SLO breach, 4 a comparison
+gate the runs cannot decide (its interval reaches past the bound: measure longer).
 
 A HarnessError prints as `error: ...`. Any other exception is a bug (or an input not checked yet): the
 terminal gets one line naming the verb, the exception and the log file; the traceback goes to
@@ -20,6 +21,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from harness.errors import HarnessError
 
@@ -43,8 +45,30 @@ VERBS: dict[str, str] = {
 }
 
 
+def version_text() -> str:
+    """`harness --version`: the package version and the commit it runs from (as run manifests record them)."""
+    from harness import __version__
+    from harness.records import harness_commit
+
+    commit, dirty = harness_commit()
+    where = f"commit {commit[:12]}{' with local changes' if dirty else ''}" if commit else "not a git checkout"
+    return f"harness {__version__} ({where}; Python {sys.version.split()[0]})"
+
+
+class _VersionAction(argparse.Action):
+    """--version, its text made only when asked (it runs git)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kw.get("help"))
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Any = None) -> None:
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness", description="Measurement harness for distributed LLM inference.")
+    parser.add_argument("--version", action=_VersionAction, help="print the harness version and commit, then exit")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
     for verb, modname in VERBS.items():

@@ -76,6 +76,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--slo-attainment", type=float, default=0.9, help="--rate auto: share of requests that must meet every SLO (default 0.9)")
     a("--auto-start", type=float, default=None, help="--rate auto: first rate (default: the scenario's)")
     a("--auto-max-steps", type=int, default=8, help="--rate auto: at most this many runs (default 8)")
+    a("--gpu-metrics-url", action="append", default=[], metavar="[ROLE=]URL", help="a DCGM exporter's /metrics to sample GPU "
+      "telemetry from (repeatable; ROLE prefill or decode for a PD pool, e.g. decode=http://10.0.0.7:9400/metrics)")
+    a("--gpu-nvml", default="auto", choices=["auto", "on", "off"], help="sample this host's GPUs through NVML (auto: when the "
+      "target runs on this host and NVML sees a GPU)")
+    a("--gpu-metrics-interval-s", type=float, default=1.0, help="GPU telemetry sampling period (default 1 s)")
+    a("--profile-window", default=None, metavar="START:END", help="call the target's /start_profile and /stop_profile from "
+      "START to END seconds into the measurement window (vLLM, SGLang and the embedded target answer them)")
+    a("--profile-dir", default=None, help="with --profile-window: sent as output_dir (where SGLang and the embedded target write "
+      "the trace; vLLM writes under its VLLM_TORCH_PROFILER_DIR)")
+    a("--early-stop", action="store_true", help="cut a single run short when it is over-saturated (a rate series and --rate auto "
+      "do so by default)")
+    a("--no-early-stop", action="store_true", help="a rate series or --rate auto runs every step to its end")
     from workloads.workload_spec import add_workload_arguments
 
     add_workload_arguments(parser)
@@ -111,6 +123,7 @@ def main(args: argparse.Namespace) -> int:
         remote_workers=args.remote_workers, master_bind_host=args.master_bind_host, master_port=args.master_port,
         preflight=not args.no_preflight, max_error_fraction=args.max_error_fraction,
         calibration=args.calibration or None, engine_config=args.engine_config or None, proxy=args.proxy,
+        **_extra_options(args),
     )
     def progress() -> LoadProgress | None:  # one display per run
         return None if args.quiet or args.json else LoadProgress()
@@ -120,6 +133,9 @@ def main(args: argparse.Namespace) -> int:
             from harness.errors import HarnessError
 
             raise HarnessError("--concurrency runs closed loop; a rate series or search needs open loop (drop --concurrency).")
+        from dataclasses import replace
+
+        opts = replace(opts, early_stop=not args.no_early_stop)  # a hopeless step is cut short and marked
         run_one = lambda o: bench_pd(o, progress=progress())  # noqa: E731
         if rate == "auto":
             from harness.specs.scenario import load_scenario
@@ -148,6 +164,10 @@ def main(args: argparse.Namespace) -> int:
     for p in res.report_paths:
         print(f"report: {p}")
     for line in headline_lines(res.summary, opts.load_mode):
+        print(line)
+    from workloads.run_extras import RunExtras, extra_lines
+
+    for line in extra_lines(RunExtras(**res.extras)) if res.extras else []:
         print(line)
     if not res.simulated:
         from harness.report.bench_pd import twin_lines
@@ -181,3 +201,12 @@ def headline_lines(s: LoadSummary, mode: str) -> list[str]:
 
 _ms = fmt_ms
 
+
+def _extra_options(args: argparse.Namespace) -> dict:
+    """GPU telemetry, profile window and early-stop options (harness.bench.load_extras)."""
+    from harness.bench.load_extras import parse_gpu_metrics_url
+    from workloads.profiler import parse_profile_window
+
+    return {"gpu_metrics": [parse_gpu_metrics_url(u) for u in args.gpu_metrics_url or []], "gpu_nvml": args.gpu_nvml,
+            "gpu_interval_s": args.gpu_metrics_interval_s, "profile_window": parse_profile_window(args.profile_window),
+            "profile_dir": args.profile_dir or None, "early_stop": bool(args.early_stop)}

@@ -5,8 +5,11 @@
   harness compare A1 A2 B1 B2                                      pairs runs by workload artifact (rate sweeps)
 
 Within each workload artifact the first run given is the baseline. Runs of different workload
-artifacts or scenarios are refused with the reason unless --force. Exit codes: 0 ok, 1 user or
-data error, 3 a gate breached.
+artifacts or scenarios are refused with the reason unless --force. A gate passes only when its whole
+interval is on the good side of the bound; one whose interval reaches past the bound without a
+significant breach is inconclusive and says how many requests per run would decide it.
+Exit codes: 0 ok (every gate passed), 1 user or data error (or a gate with no data), 3 a gate
+breached, 4 a gate inconclusive (measure longer).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli._output import print_json
-from harness.errors import HarnessError, RegressionError
+from harness.errors import HarnessError, InconclusiveError, RegressionError
 
 
 def _fraction(name: str):
@@ -39,7 +42,8 @@ def add_compare_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by `compare` and `compare-engines`."""
     a = parser.add_argument
     a("--fail-on", metavar="GATES", default=None,
-      help="gates METRIC:PERCENT,... e.g. ttft_p99_s:5%%,output_tokens_per_s:-3%% (exit 3 on a significant breach)")
+      help="gates METRIC:PERCENT,... e.g. ttft_p99_s:5%%,output_tokens_per_s:-3%% (exit 3 on a significant breach, "
+           "4 when the interval is too wide to decide)")
     a("--to", metavar="DIR", default=None, help="report directory (default reports/compare-<A>-vs-<B>/)")
     a("--no-report", action="store_true", help="print the comparison without writing a report")
     a("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples per metric (default 1000)")
@@ -64,7 +68,8 @@ def default_report_dir(cmp: Any) -> Path:
 
 
 def finish(cmp: Any, args: argparse.Namespace, gates: list) -> int:
-    """Check gates, write the report, print; raise RegressionError (exit 3) on a breach."""
+    """Check gates, write the report, print; raise RegressionError (exit 3) on a breach, HarnessError (1) on a gate with no
+    data, InconclusiveError (4) on a gate the runs cannot decide."""
     from harness.compare.gates import check_gates
 
     outcomes = check_gates(cmp, gates) if gates else []
@@ -88,12 +93,16 @@ def finish(cmp: Any, args: argparse.Namespace, gates: list) -> int:
     unchecked = [o for o in outcomes if o.status == "no data"]
     if unchecked:
         raise HarnessError(f"{len(unchecked)} gate(s) could not be checked: " + "; ".join(o.message for o in unchecked))
+    undecided = [o for o in outcomes if o.status == "inconclusive"]
+    if undecided:
+        raise InconclusiveError(f"{len(undecided)} gate(s) inconclusive: " + "; ".join(o.message for o in undecided))
     return 0
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.compare.compare import CompareOptions, compare_runs
-    from harness.compare.gates import parse_gates
+    from harness.compare.compare import CompareOptions, compare_loaded
+    from harness.compare.gates import check_known, parse_gates
+    from harness.compare.runs import load_run_data
 
     gates = parse_gates(args.fail_on)  # a malformed gate fails before any work
     for r in args.runs:
@@ -101,5 +110,7 @@ def main(args: argparse.Namespace) -> int:
             raise HarnessError(f"run {r!r} is not a directory; give results/<machine>/<run_id>/ of a stored run.")
     opts = CompareOptions(n_boot=args.bootstrap, seed=args.seed, confidence=args.confidence, min_effect=args.min_effect,
                           force=args.force)
-    return finish(compare_runs(args.runs, opts), args, gates)
+    runs = [load_run_data(r) for r in args.runs]
+    check_known(gates, list(dict.fromkeys(n for r in runs for n in r.metrics)))  # a typo'd metric before the bootstrap
+    return finish(compare_loaded(runs, opts), args, gates)
 

@@ -7,7 +7,7 @@
 
 A target: http(s)://..., CONFIG[,section.key=value,...] (workloads/engines/ name or TOML, launched here),
 or embedded[,profile=fixed|scenario,ttft_s=...,itl_s=...,scenario=PATH,time_scale=...]. A is the baseline.
-Exit codes: 0 ok, 1 user or data error, 3 a gate breached.
+Exit codes: 0 ok, 1 user or data error, 3 a gate breached, 4 a gate inconclusive (measure longer).
 """
 
 from __future__ import annotations
@@ -53,10 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from harness.compare.compare import CompareOptions, compare_runs
     from harness.bench.compare_engines import CompareEnginesOptions, compare_engines, parse_target
-    from harness.compare.gates import parse_gates
+    from harness.compare.gates import check_known, parse_gates
+    from harness.compare.runs import LOAD_METRICS
     from harness.bench.progress import LoadProgress
 
     gates = parse_gates(args.fail_on)
+    check_known(gates, list(LOAD_METRICS))  # a typo'd metric before the engines run
     parse_target(args.a, "--a")  # refuse a bad target before any work
     parse_target(args.b, "--b")
     copts = CompareOptions(n_boot=args.bootstrap, seed=args.seed, confidence=args.confidence, min_effect=args.min_effect)

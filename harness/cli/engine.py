@@ -30,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     b.add_argument("--scenario", default=None, help="bench-pd scenario (default: workloads/engines/bench-pd-cpu-gemma3.toml)")
     b.add_argument("--duration-s", type=float, default=20.0, help="bench-pd schedule length (default 20)")
     b.add_argument("--rate", type=float, default=None, help="arrival rate, requests/s (default: the scenario's)")
+    b.add_argument("--request-timeout-s", type=float, default=120.0,
+                   help="a request without its last byte by then is recorded as a timeout (default 120)")
     b.add_argument("--api", default="both", choices=["chat", "completions", "both"], help="streaming API(s) to drive (default both)")
     b.add_argument("--report-dir", default="reports", help="bench-pd reports folder (default: %(default)s)")
     b.add_argument("--calibration", default=None, metavar="FILE", help="predict each bench-pd run with the engine's digital twin "
@@ -64,7 +66,8 @@ def main(args: argparse.Namespace) -> int:
         bench = uc.EngineBenchRequest(scenario=args.scenario or uc.DEFAULT_SCENARIO, duration_s=args.duration_s,
                                       rate_per_s=args.rate, apis=["chat", "completions"] if args.api == "both" else [args.api],
                                       results_dir=args.results, report_dir=args.report_dir or None,
-                                      calibration=args.calibration or None, engine_config=cfg.source, proxy=args.proxy)
+                                      calibration=args.calibration or None, engine_config=cfg.source, proxy=args.proxy,
+                                      request_timeout_s=args.request_timeout_s)
     elif args.calibration or args.proxy:
         from harness.errors import HarnessError  # noqa: PLC0415
 

@@ -64,8 +64,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "machine name")
     dv.add_argument("tarball", help="run.tar.gz from microbench/device_check.sh's output folder")
     dv.add_argument("--out", default="results", help="results directory (default: results/)")
+    dv.add_argument("--into-db", default=None, metavar="DIR",
+                    help="GPU calibration database the runs are fitted and filed into (default: calibration/gpus/, or "
+                         "$HARNESS_CALIBRATION_DB)")
+    dv.add_argument("--no-db", action="store_true", help="file the runs into results/ only, not into the GPU database")
     dv.add_argument("--json", action="store_true", help="print what was filed as JSON")
     dv.set_defaults(_micro_main=main_import_device)
+
+    ai = sub.add_parser("import-aic", help="import aiconfigurator's kernel database (pip install -e '.[aic]') as runs of "
+                        "kernel family aic-<engine>-<version>, one per GPU and engine")
+    ai.add_argument("path", nargs="?", help="aiconfigurator_core's systems/data directory (default: the installed package)")
+    ai.add_argument("--system", action="append", metavar="NAME",
+                    help="aiconfigurator system to import (h200_sxm, h100_sxm, a100_sxm, ...); repeatable (default: every "
+                         "system whose GPU has a spec here)")
+    ai.add_argument("--engine", action="append", metavar="ENGINE[@VERSION]",
+                    help="trtllm, vllm or sglang, optionally @VERSION; repeatable (default: all three, newest version)")
+    ai.add_argument("--out", default="results", help="results directory (default: results/)")
+    ai.add_argument("--into-db", nargs="?", const="", default=None, metavar="DIR",
+                    help="also fit each run and file it into the GPU calibration database (default DIR: calibration/gpus/)")
+    ai.add_argument("--model", default=None, help="model whose shapes the kernel grid is read at (default qwen3-8b)")
+    ai.add_argument("--list", action="store_true", help="list the systems, engines and versions the data holds, and exit")
+    ai.add_argument("--json", action="store_true", help="print what was filed as JSON")
+    ai.set_defaults(_micro_main=main_import_aic)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -140,12 +160,78 @@ def main_import_device(args: argparse.Namespace) -> int:
     from harness.importers.device_run import import_device_run
 
     summary = import_device_run(args.tarball, args.out)
+    if not args.no_db:
+        summary["database"] = file_runs_into_db([r["path"] for r in summary["runs"]], args.into_db)
     if args.json:
         print_json(summary)
         return 0
     for r in summary["runs"]:
         print(f"filed {r['run_id']} ({r['status']}) -> {r['path']}")
     print(f"checks: {', '.join(summary['checks']) or 'none'}")
+    _print_db(summary.get("database", []))
+    return 0
+
+
+def file_runs_into_db(paths: list[str], db_dir: str | None, model: str | None = None) -> list[dict]:
+    """Fit each run and file it into the GPU calibration database; a run that cannot be filed says why (on stderr too)
+    and stays in results/ (file it later with `harness calibrate RUN --into-db`)."""
+    from harness.calibration.calibrate import calibrate
+    from harness.calibration.gpu_db import load_entry
+    from harness.errors import HarnessError
+
+    out = []
+    for p in paths:
+        try:
+            _, entry_path = calibrate(p, into_db=True, db_dir=db_dir or None, model=model,
+                                      command=" ".join(["harness", *sys.argv[1:]]))
+        except HarnessError as exc:
+            why = str(exc)
+            print(f"warning: {p} not filed into the GPU calibration database: {why} (it stays in results/; file it later "
+                  f"with `harness calibrate {p} --into-db`)", file=sys.stderr)
+            out.append({"run": p, "filed": False, "reason": why})
+            continue
+        out.append({"run": p, "filed": True, "entry": str(entry_path), "describe": load_entry(entry_path).describe()})
+    return out
+
+
+def _print_db(rows: list[dict]) -> None:
+    for d in rows:
+        if d["filed"]:
+            print(f"into the GPU calibration database: {d['describe']}")
+
+
+def main_import_aic(args: argparse.Namespace) -> int:
+    from harness.importers import aic
+
+    if args.list:
+        root = aic.data_root(args.path)
+        listing = aic.listing(root, args.system)
+        if args.json:
+            print_json(listing)
+            return 0
+        print(f"{root}:")
+        for row in listing:
+            spec = row["gpu_spec"] or f"no GPU spec for {row['device']!r}: not imported by default"
+            print(f"  {row['system']:20s} {row['engine']:7s} {row['version']:11s} {spec:16s} {', '.join(row['tables'])}")
+        return 0
+    filed = aic.import_aic(args.path, args.system, args.engine, args.out, command_line=["harness", *sys.argv[1:]])
+    if args.into_db is not None:
+        db = file_runs_into_db([f["path"] for f in filed], args.into_db, args.model)
+        for f, d in zip(filed, db):
+            f["database"] = d
+    if args.json:
+        print_json(filed)
+        return 0
+    for f in filed:
+        flagged = {t: n for t, n in f["above_peak"].items() if n}
+        print(f"imported {sum(f['rows'].values())} case(s) of {f['system']} ({f['gpu_name']}), family {f['family']} -> "
+              f"{f['path']}" + (f"; above the spec peak, flagged: {flagged}" if flagged else ""))
+        for note in f["notes"]:
+            print(f"  note: {note}")
+        for sk in f["skips"]:
+            print(f"  skipped {sk['case']} of {sk['suite']}: {sk['reason']}")
+        if "database" in f:
+            _print_db([f["database"]])
     return 0
 
 

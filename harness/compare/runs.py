@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from harness.errors import HarnessError
 LATENCY_FAMILIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
 LATENCY_STATS = ("p50", "p90", "p99")
 RATE_METRICS = ("output_tokens_per_s", "request_throughput_per_s", "goodput_per_s")
+# every metric a load run can have (goodput only with an SLO), known before any run is loaded
+LOAD_METRICS = tuple(f"{fam.removesuffix('_s')}_{st}_s" for fam in LATENCY_FAMILIES for st in LATENCY_STATS) + RATE_METRICS
 CASE_TABLES = ("micro_cases", "cases")
 SAMPLE_TABLES = ("micro_samples", "samples")
 
@@ -112,9 +115,45 @@ def run_options(manifest: Any, summary: dict[str, Any] | None = None) -> dict[st
     return out
 
 
+# options naming a file (and any option `*_path`, e.g. the embedded target's engine.scenario_path): a relative and an
+# absolute path to the same file are the same option
+_PATH_OPTIONS = ("options.scenario", "options.calibration", "options.engine_config")
+# options that only shape the workload a run builds: when both runs replayed one artifact (the same content hash),
+# the artifact is the workload and these say nothing about it (a replay's --duration-s is not its schedule's length)
+_WORKLOAD_OPTIONS = ("options.duration_s", "options.rate_per_s", "options.schedule", "options.mix", "options.seed",
+                     "options.workload_path", "options.num_requests", "options.workload.")
+
+
+def _path_text(v: Any) -> str | None:
+    return os.path.normpath(str(v)) if isinstance(v, (str, os.PathLike)) and str(v) else None
+
+
+def same_path(a: Any, b: Any) -> bool:
+    """Two recorded paths to one file: equal once normalised, or an absolute path ending in the other (relative) one."""
+    pa, pb = _path_text(a), _path_text(b)
+    if pa is None or pb is None or "://" in str(a) or "://" in str(b):  # a URL is compared as text
+        return a == b
+    if pa == pb:
+        return True
+    if os.path.isabs(pa) != os.path.isabs(pb):
+        full, rel = (pa, pb) if os.path.isabs(pa) else (pb, pa)
+        return not rel.startswith("..") and full.endswith(os.sep + rel)
+    return False
+
+
 def options_diff(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """(option, A's value, B's value) for every option that differs, in a stable order."""
-    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    """(option, A's value, B's value) for every option that differs, in a stable order, noise left out: paths are
+    compared as files (same_path), and the workload-building options drop out when both runs have the same artifact."""
+    one_artifact = a.get("workload.content_hash") is not None and a.get("workload.content_hash") == b.get("workload.content_hash")
+    out = []
+    for k in sorted(set(a) | set(b)):
+        va, vb = a.get(k), b.get(k)
+        if va == vb or ((k in _PATH_OPTIONS or k.endswith("_path")) and same_path(va, vb)):
+            continue
+        if one_artifact and any(k == w or (w.endswith(".") and k.startswith(w)) for w in _WORKLOAD_OPTIONS):
+            continue
+        out.append((k, va, vb))
+    return out
 
 
 def run_label(manifest: Any) -> str:

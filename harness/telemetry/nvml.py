@@ -131,7 +131,7 @@ def verdicts_by_case(samples: list[NvmlSample], windows: list[CaseWindow], perio
     return out
 
 
-def _nvml() -> tuple[Any | None, str]:
+def open_nvml() -> tuple[Any | None, str]:
     try:
         import pynvml
     except ImportError as exc:
@@ -151,13 +151,13 @@ def _nvml() -> tuple[Any | None, str]:
 
 def status() -> tuple[bool, str]:
     """(available, one line for the manifest)."""
-    mod, why = _nvml()
+    mod, why = open_nvml()
     return (mod is not None), (f"NVML sampling on: {why}" if mod else f"NVML unavailable: {why}")
 
 
 def gpu_facts() -> dict[str, Any]:
     """Driver, names and max/current clocks of every GPU, from NVML; {} without it."""
-    nv, _ = _nvml()
+    nv, _ = open_nvml()
     if nv is None:
         return {}
     out: dict[str, Any] = {"driver": _s(nv.nvmlSystemGetDriverVersion()), "gpus": []}
@@ -190,7 +190,7 @@ def nvml_indices_for_cuda(cuda_devices: list[str], nv: Any | None = None) -> lis
     """NVML indices of torch devices ("cuda:0", ...) matched by PCI bus id (CUDA_VISIBLE_DEVICES renumbers torch's);
     [] where NVML or torch cannot say. CPU devices are ignored."""
     if nv is None:
-        nv, _ = _nvml()
+        nv, _ = open_nvml()
     if nv is None:
         return []
     try:
@@ -212,7 +212,7 @@ def nvml_indices_for_cuda(cuda_devices: list[str], nv: Any | None = None) -> lis
     return sorted(set(out))
 
 
-def _field_values(nv: Any, h: Any, ids: tuple[int, ...]) -> list[float | None]:
+def field_values(nv: Any, h: Any, ids: tuple[int, ...]) -> list[float | None]:
     """nvmlDeviceGetFieldValues for `ids`, None for each one the board does not report."""
     try:
         vals = nv.nvmlDeviceGetFieldValues(h, list(ids))
@@ -237,7 +237,7 @@ class NvmlSampler:
         self.period_s = period_s
         self.samples: list[NvmlSample] = []
         self.windows: list[CaseWindow] = []
-        self._nv, self.note = (nv, "injected NVML") if nv is not None else _nvml()
+        self._nv, self.note = (nv, "injected NVML") if nv is not None else open_nvml()
         self.available = self._nv is not None
         self.gpu_indices = None if gpu_indices is None else sorted(set(gpu_indices))
         self._stop = threading.Event()
@@ -252,7 +252,7 @@ class NvmlSampler:
         get_reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
         for i in self._indices():
             h = nv.nvmlDeviceGetHandleByIndex(i)
-            mem_temp, p_inst = _field_values(nv, h, (FI_DEV_MEMORY_TEMP, FI_DEV_POWER_INSTANT))
+            mem_temp, p_inst = field_values(nv, h, (FI_DEV_MEMORY_TEMP, FI_DEV_POWER_INSTANT))
             self.samples.append(NvmlSample(
                 time.perf_counter() - t0, i,
                 nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM) * 1e6,

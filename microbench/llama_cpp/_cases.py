@@ -28,7 +28,9 @@ def case(suite: str, name: str, tool: str, dtype: str, params: dict[str, Any], s
          flops: float = 0.0, nbytes: float = 0.0, notes: tuple[str, ...] = ()):
     from microbench.case import CaseResult, Peak, Work  # noqa: PLC0415
 
-    return CaseResult(suite, name, tool, "cpu" if params.get("backend", "cpu") == "cpu" else str(params["backend"]), dtype,
+    # the ggml backend the case ran on: its own field, else its family's suffix (ggml-<type>-<backend>)
+    backend = str(params.get("backend") or str(params.get("family") or "cpu").rsplit("-", 1)[-1])
+    return CaseResult(suite, name, tool, backend, dtype,
                       params, Work(useful_flops=float(flops), useful_bytes=float(nbytes)), measurement(tool, samples_s),
                       Peak(None, None, PEAK_NOTE), notes=notes, source=tool)
 

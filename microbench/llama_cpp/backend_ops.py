@@ -109,8 +109,9 @@ def type_bytes(ggml_type: str, n_elements: int) -> float:
     return n_elements / block * size
 
 
-def cases(outputs: Sequence[str], *, threads: int, command_lines: Sequence[str] = ()) -> list:
-    """One case per MUL_MAT shape; repeated tool runs of the same shape are its samples."""
+def cases(outputs: Sequence[str], *, threads: int, command_lines: Sequence[str] = (), backend: str = "cpu") -> list:
+    """One case per MUL_MAT shape; repeated tool runs of the same shape are its samples. `backend`: the ggml backend
+    the rows were timed on ("cpu", or "cuda" for `-b CUDA0`), which names the cases' family and device."""
     from harness.calibration.family import ggml_family  # noqa: PLC0415
 
     groups: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
@@ -137,9 +138,9 @@ def cases(outputs: Sequence[str], *, threads: int, command_lines: Sequence[str] 
             out_el *= x
         nbytes = type_bytes(s0["type"], nel0) + 4.0 * k * m * batch1 + 4.0 * out_el
         role = "weights" if batch0 == 1 and s0["type"] not in ("f32",) and not p["name"].startswith(("kq", "kqv")) else "attention"
-        params = {"tool": TOOL, "family": ggml_family(s0["type"], "cpu"), "op": "MUL_MAT", "node": p["name"],
+        params = {"tool": TOOL, "family": ggml_family(s0["type"], backend), "op": "MUL_MAT", "node": p["name"],
                   "weight_type": s0["type"], "k": k, "n": n, "tokens": m, "src0_ne": s0["ne"], "src1_ne": s1["ne"],
-                  "out_ne": p["ne"], "role": role, "threads": threads, "backend": "cpu",
+                  "out_ne": p["ne"], "role": role, "threads": threads, "backend": backend,
                   "n_runs": [int(r["n_runs"]) for r, _ in items], "backend_name": r0.get("backend_name"),
                   "device_description": r0.get("device_description"), "build_commit": r0.get("build_commit"),
                   "command_lines": list(command_lines), "time_is": "mean over the tool's n_runs (>= 1 s of runs)"}

@@ -81,9 +81,15 @@ def parse_tools(spec: str | Sequence[str]) -> tuple[str, ...]:
 
 def run_llama_cpp_micro(model: str | Path, *, threads: int, out: str | Path = "results", quick: bool = False,
                         sweep: Sweep | None = None, which: Sequence[str] = ALL_TOOLS, n_batch: int = 2048,
-                        n_ubatch: int = 512, flash_attn: str | None = None, repack: bool = True,
-                        progress: Callable[[str], None] | None = None, command_line: list[str] | None = None) -> LlamaCppRun:
-    """Run the chosen tools on `model` with the engine's settings and store one micro run."""
+                        n_ubatch: int = 512, flash_attn: str | None = None, repack: bool = True, backend: str = "cpu",
+                        gpu_name: str | None = None, progress: Callable[[str], None] | None = None, command_line: list[str] | None = None) -> LlamaCppRun:
+    """Run the chosen tools on `model` with the engine's settings and store one micro run.
+
+    `backend` "cuda": a CUDA build of llama.cpp (every layer offloaded: LLAMA_ARG_N_GPU_LAYERS=all for the tools that
+    read llama.cpp's common arguments), its kernels timed on the first GPU (`test-backend-ops -b CUDA0`); the cases'
+    family is ggml-<type>-cuda, and `gpu_name` (the GPU's product name) names the run's machine."""
+    if backend not in ("cpu", "cuda"):
+        raise HarnessError(f"llama.cpp backend {backend!r} is not measured here; give cpu or cuda.")
     from harness.calibration.step_time import WorkModel, engine_family_of_gguf, gguf_identity  # noqa: PLC0415
     from harness.calibration.family import ggml_type_name  # noqa: PLC0415
     from harness.records import new_manifest  # noqa: PLC0415
@@ -96,7 +102,8 @@ def run_llama_cpp_micro(model: str | Path, *, threads: int, out: str | Path = "r
     sw = sweep or (QUICK if quick else FULL)
     gm = read_gguf(model)
     model_s = str(Path(model).resolve())
-    family = engine_family_of_gguf(gm, "cpu")
+    family = engine_family_of_gguf(gm, backend)
+    tool_env = {"LLAMA_ARG_N_GPU_LAYERS": "all"} if backend == "cuda" else None
     dtype = ggml_type_name(gm.file_type or family.split("-")[1])
     wm = WorkModel(gm.spec, gm.streamed_weight_bytes_per_param, 2.0, n_ubatch, gguf_identity(gm))
     say = progress or (lambda s: None)
@@ -110,10 +117,11 @@ def run_llama_cpp_micro(model: str | Path, *, threads: int, out: str | Path = "r
         "model": {"gguf": model_s, "identity": wm.identity, "file_type": gm.file_type, "family": family,
                   "streamed_weight_bytes": gm.streamed_weight_bytes, "work_model": wm.to_dict()},
         "settings": {"threads": threads, "n_batch": n_batch, "n_ubatch": n_ubatch, "flash_attn": flash_attn,
-                     "repack": repack, "kv_type": "f16 (llama.cpp default)", "sweep": sw.__dict__, "quick": quick},
+                     "repack": repack, "kv_type": "f16 (llama.cpp default)", "sweep": sw.__dict__, "quick": quick,
+                     "backend": backend, "n_gpu_layers": "all" if backend == "cuda" else 0},
     }
-    manifest = new_manifest("micro", command_line=command_line,
-                            extra={"suites": [], "llama_cpp": info, "quick": quick, "device": "cpu"},
+    manifest = new_manifest("micro", command_line=command_line, gpu_name=gpu_name,
+                            extra={"suites": [], "llama_cpp": info, "quick": quick, "device": backend},
                             notes=["llama.cpp tools (microbench.llama_cpp); the kernels the engine runs"])
     notes: list[str] = []
     tool_runs: list[dict[str, Any]] = []
@@ -152,7 +160,7 @@ def run_llama_cpp_micro(model: str | Path, *, threads: int, out: str | Path = "r
                 runs = []
                 for i in range(sw.batched_reps):
                     say(f"llama-batched-bench {i + 1}/{sw.batched_reps}")
-                    runs.append(tools.run_tool("llama-batched-bench", args))
+                    runs.append(tools.run_tool("llama-batched-bench", args, env=tool_env))
                 cs = batched_bench.cases([r.stdout + "\n" + r.stderr for r in runs], dtype=dtype, family=family,
                                          work_model=wm, command_lines=[runs[0].command_line])
                 record("llama-batched-bench", runs, cs, batched_bench.SUITE, threads)
@@ -161,12 +169,12 @@ def run_llama_cpp_micro(model: str | Path, *, threads: int, out: str | Path = "r
                                           depths=sw.bench_depths, threads=threads, reps=sw.bench_reps, n_batch=n_batch,
                                           n_ubatch=n_ubatch, repack=repack, flash_attn=flash_attn)
                 say("llama-bench")
-                r = tools.run_tool("llama-bench", args)
+                r = tools.run_tool("llama-bench", args + (["-ngl", "99"] if backend == "cuda" else []))
                 cs = bench.cases([r.stdout], dtype=dtype, family=family, work_model=wm, command_lines=[r.command_line])
                 info["llama_bench_facts"] = bench.facts(bench.parse_rows(r.stdout))
                 record("llama-bench", [r], cs, bench.SUITE, threads)
             else:
-                thr = backend_ops.backend_threads()
+                thr = backend_ops.backend_threads() if backend == "cpu" else threads
                 if thr != threads:
                     notes.append(f"test-backend-ops runs the CPU backend with {thr} thread(s) (hardware threads / 2, no "
                                  f"flag); the engine runs {threads}: its kernel rates are per {thr} thread(s)")
@@ -176,7 +184,8 @@ def run_llama_cpp_micro(model: str | Path, *, threads: int, out: str | Path = "r
                     for tok in sw.op_tokens:
                         f = Path(tmp) / f"ops-{tok}.txt"
                         say(f"test-export-graph-ops {tok} tokens")
-                        exports.append(tools.run_tool("test-export-graph-ops", backend_ops.export_args(model_s, tok, threads, str(f))))
+                        exports.append(tools.run_tool("test-export-graph-ops", backend_ops.export_args(model_s, tok, threads, str(f)),
+                                                      env=tool_env))
                         if not f.is_file():
                             raise HarnessError(f"test-export-graph-ops wrote no {f}; its output:\n{exports[-1].stderr[-800:]}")
                         lines += f.read_text().splitlines()
@@ -187,8 +196,9 @@ def run_llama_cpp_micro(model: str | Path, *, threads: int, out: str | Path = "r
                     runs = []
                     for i in range(sw.op_reps):
                         say(f"test-backend-ops perf MUL_MAT {i + 1}/{sw.op_reps}")
-                        runs.append(tools.run_tool("test-backend-ops", backend_ops.perf_args(str(test_file))))
-                cs = backend_ops.cases([r.stdout for r in runs], threads=thr,
+                        runs.append(tools.run_tool("test-backend-ops", backend_ops.perf_args(
+                            str(test_file), backend="CPU" if backend == "cpu" else "CUDA0")))
+                cs = backend_ops.cases([r.stdout for r in runs], threads=thr, backend=backend,
                                        command_lines=[e.command_line for e in exports] + [runs[0].command_line])
                 info["commands"].setdefault("test-export-graph-ops", []).extend(e.command_line for e in exports)
                 record("test-backend-ops", runs, cs, backend_ops.SUITE, thr)

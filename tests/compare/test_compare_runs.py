@@ -146,3 +146,33 @@ def test_options_that_differ_are_listed_one_per_row(tmp_path):
     # one unit per row: 9.5 s and 10.2 s are both shown in seconds, not "9500.00 ms" next to "10.20 s"
     assert fmt_pair(9.5, 10.2, "s") == ("9.50 s", "10.20 s") and fmt_pair(0.0095, 0.0102, "s") == ("9.50 ms", "10.20 ms")
     assert fmt_pair(950.0, 1200.0, "tokens/s") == ("0.95 ktokens/s", "1.2 ktokens/s")
+
+
+def test_options_list_leaves_out_noise(tmp_path):
+    # issue 48 item 10: a relative and an absolute path to one scenario, and the --duration-s of a run that replayed the
+    # other's artifact, were listed as differences; a real difference (max_concurrency) still is
+    from harness.compare.synthetic import SyntheticLoad, write_synthetic_load_run
+    from harness.report.compare import render_text
+
+    rel = "workloads/scenarios/ch9-hetero-pd.toml"
+    # the embedded target records its scenario path in the engine info too (engine.scenario_path)
+    a = write_synthetic_load_run(tmp_path, SyntheticLoad(), seed=1, run_id="noise-a", engine_info={"scenario_path": rel}, options={
+        "scenario": rel, "duration_s": 90.0, "rate_per_s": None, "workload_path": None, "max_concurrency": 512,
+        "workload": {"input_tokens": None}})
+    b = write_synthetic_load_run(tmp_path, SyntheticLoad(), seed=2, run_id="noise-b", engine_info={
+        "scenario_path": f"/home/user/llm-dist-harness/{rel}"}, options={
+        "scenario": f"/home/user/llm-dist-harness/./{rel}", "duration_s": 60.0, "rate_per_s": None,
+        "workload_path": "results/synthetic-load/noise-a/workload.parquet", "max_concurrency": 64,
+        "workload": {"input_tokens": 256}})
+    text = render_text(compare_runs([a, b], CompareOptions(n_boot=200)), [], None)
+    options = [line.strip() for line in text.splitlines() if line.strip().startswith("option")]
+    assert options == ["option options.max_concurrency: A 512 | B 64"], options
+
+
+def test_same_path():
+    from harness.compare.runs import same_path
+
+    assert same_path("workloads/s.toml", "/repo/workloads/s.toml") and same_path("./a/b.toml", "a/b.toml")
+    assert not same_path("workloads/s.toml", "/repo/other/s.toml") and not same_path("../s.toml", "/x/s.toml")
+    assert not same_path("/a/s.toml", "/b/s.toml") and same_path(None, None) and not same_path(None, "a.toml")
+    assert not same_path("http://host/a", "http:/host/a")  # URLs compare as text

@@ -96,9 +96,12 @@ def test_two_llama_cpp_configurations(tmp_path, capsys):
     # of them is faster on two shared cores depends on the machine (4 slots batch, but split the
     # cores), so this test checks the pipeline and the consistency of its verdicts; the direction of
     # a known shift is pinned with the embedded target (test_embedded_two_settings_*).
+    # The request timeout only guards against a hang, sized from the work: 12 requests of 32 + 8 tokens are about 3 s of
+    # the engine's time on two idle cores (40 decode tokens/s, docs/loop-cpu.md), so 600 s allows a host 200x slower.
+    # The 60-s default with 24 requests of 16 output tokens failed on a busy host: every request of B timed out (TTFT 30 s).
     rc = main(["compare-engines", "--a", "llama-cpp-gemma3-270m,llama_cpp.parallel=1,llama_cpp.threads=2",
-               "--b", "llama-cpp-gemma3-270m,llama_cpp.parallel=4,llama_cpp.threads=2", "--duration-s", "8", "--rate", "3",
-               "--input-tokens", "32", "--output-tokens", "16", "--out", str(tmp_path / "results"),
+               "--b", "llama-cpp-gemma3-270m,llama_cpp.parallel=4,llama_cpp.threads=2", "--duration-s", "8", "--rate", "1.5",
+               "--input-tokens", "32", "--output-tokens", "8", "--request-timeout-s", "600", "--out", str(tmp_path / "results"),
                "--to", str(tmp_path / "report"), "--json", "--bootstrap", "400"])
     cap = capsys.readouterr()
     assert rc == 0, cap.err
@@ -116,7 +119,7 @@ def test_two_llama_cpp_configurations(tmp_path, capsys):
         t = df["intended_ns"] / 1e9
         inside = df[(df["error_class"] == "ok") & (t >= w["window_start_s"]) & (t < w["window_end_s"]) & df["ttft_s"].notna()]
         assert n == len(inside) >= 1, (side, n, len(inside))
-    # 8 s at 3 req/s is too few requests for a p90 verdict (10 samples beyond the percentile)
+    # 8 s at 1.5 req/s is too few requests for a p90 verdict (10 samples beyond the percentile)
     assert m["ttft_p90_s"]["verdict"] == "not enough data"
     for name in ("ttft_p50_s", "tpot_p50_s", "e2e_p50_s"):
         x = m[name]

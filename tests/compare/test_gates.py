@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from harness.compare.gates import Gate, _outcome, check_known, parse_gates
+from harness.compare.gates import Gate, _outcome, check_known, parse_gates, samples_to_decide
 from harness.errors import HarnessError
 
 
@@ -32,15 +32,35 @@ def test_parse_errors_name_the_item_and_fix(spec, match):
 def test_unknown_metric_lists_known():
     with pytest.raises(HarnessError, match="no compared metric matches 'ttft_p95_s'.*ttft_p99_s"):
         check_known([Gate("ttft_p95_s", 0.05)], ["ttft_p50_s", "ttft_p99_s"])
+    with pytest.raises(HarnessError, match="no compared metric matches 'ttft_p90'. Did you mean ttft_p90_s?"):
+        check_known([Gate("ttft_p90", 0.05)], ["ttft_p50_s", "ttft_p90_s", "ttft_p99_s"])
 
 
 def test_outcomes():
     up = Gate("ttft_p99_s", 0.05)
     assert _outcome(up, "m", "a", "b", 0.10, 0.06, 0.14).status == "breach"
-    assert _outcome(up, "m", "a", "b", 0.10, -0.01, 0.2).status == "warning"  # past the bound, not significant
-    assert _outcome(up, "m", "a", "b", 0.03, 0.01, 0.05).status == "pass"
+    assert _outcome(up, "m", "a", "b", 0.10, -0.01, 0.2).status == "inconclusive"  # past the bound, not significant
+    assert _outcome(up, "m", "a", "b", 0.03, 0.01, 0.05).status == "pass"  # the whole interval within the bound
     assert _outcome(up, "m", "a", "b", -0.30, -0.4, -0.2).status == "pass"  # faster never breaches a rise gate
     down = Gate("output_tokens_per_s", -0.03)
     assert _outcome(down, "m", "a", "b", -0.05, -0.07, -0.04).status == "breach"
     assert _outcome(down, "m", "a", "b", +0.05, 0.04, 0.07).status == "pass"
     assert _outcome(down, "m", "a", "b", math.nan, math.nan, math.nan).status == "no data"
+
+
+def test_a_gate_the_interval_cannot_decide_is_inconclusive_with_the_requests_it_needs():
+    # issue 48 item 9: `--fail-on ttft_p90_s:5%` printed PASS with the interval [-45.60 %, +84.16 %]
+    up = Gate("ttft_p90_s", 0.05)
+    o = _outcome(up, "ttft_p90_s", "a", "b", 0.1245, -0.4560, 0.8416, 210)
+    assert o.status == "inconclusive" and "INCONCLUSIVE" in o.message
+    # to clear a 5 % bound from +12.45 % the change is past it: it needs the interval's lower half (58 %) to shrink to
+    # 12.45 %, i.e. 210·(0.5805/0.1245)² requests
+    assert o.samples_needed == samples_to_decide(210, 0.1245 + 0.4560, 0.1245) == 4566
+    assert "about 4566 requests per run (now 210)" in o.message
+    inside = _outcome(up, "ttft_p90_s", "a", "b", 0.01, -0.30, 0.32, 210)  # estimate within the bound, interval not
+    assert inside.status == "inconclusive" and inside.samples_needed == math.ceil(210 * (0.31 / 0.04) ** 2)
+    down = Gate("output_tokens_per_s", -0.03)
+    assert _outcome(down, "m", "a", "b", -0.01, -0.08, 0.06, 400).status == "inconclusive"
+    assert _outcome(down, "m", "a", "b", 0.0, -0.02, 0.02, 400).status == "pass"
+    on_bound = _outcome(up, "m", "a", "b", 0.05, 0.0, 0.10, 400)
+    assert on_bound.status == "inconclusive" and on_bound.samples_needed is None and "no run length decides it" in on_bound.message

@@ -15,7 +15,7 @@ import pytest
 
 from harness.engines import http
 from harness.engines import metrics as prom
-from harness.engines.config import load_engine_config
+from harness.engines.config import ENGINE_CONFIG_DIR, load_engine_config
 from harness.engines.launcher import RunningEngine, free_port
 from harness.engines.llama_cpp import binary_available
 from harness.engines.session import make_plan, run_session
@@ -225,7 +225,14 @@ def test_bench_pd_against_llama_cpp_cross_checked(tmp_path, capsys):
     /metrics; its client totals agree with llama.cpp's own counters."""
     from harness.cli import main
 
-    code = main(["engine", CONFIG, "--bench-pd", "--duration-s", "4", "--rate", "0.5", "--results", str(tmp_path / "r"),
+    # the cross-check compares counts, not times, so the request timeout is only a hang guard: sized from the work (2
+    # requests of 64 prompt and 8 output tokens: about 0.3 s on two idle cores, docs/loop-cpu.md), 600 s allows a host
+    # 1000x slower. The 120-s default failed on a busy host with the 256/32 smoke scenario (TTFT 24-38 s, then timeouts).
+    scenario = tmp_path / "smoke.toml"
+    scenario.write_text((ENGINE_CONFIG_DIR / "bench-pd-cpu-gemma3.toml").read_text()
+                        .replace("input_tokens = 256", "input_tokens = 64").replace("output_tokens = 32", "output_tokens = 8"))
+    code = main(["engine", CONFIG, "--bench-pd", "--scenario", str(scenario), "--duration-s", "4", "--rate", "0.5",
+                 "--request-timeout-s", "600", "--results", str(tmp_path / "r"),
                  "--report-dir", str(tmp_path / "rep"), "--log-dir", str(tmp_path / "logs"), "--json"])
     out = capsys.readouterr().out
     assert code == 0

@@ -137,18 +137,18 @@ def test_binary_or_non_utf8_manifest_is_a_clear_error(tmp_path, content):
 def test_damaged_part_is_named_and_the_rest_is_read_with_a_warning(tmp_path, capsys):
     with RunWriter(new_manifest("load"), tmp_path) as w:
         for i in range(3):
-            w.append("requests", [{"x_s": float(i)}])
-    bad = w.path / "requests" / "part-00002.parquet"
+            w.append("things", [{"x_s": float(i)}])
+    bad = w.path / "things" / "part-00002.parquet"
     bad.write_bytes(bad.read_bytes()[:40])  # truncated
     run = Run(w.path)
-    df = run.table("requests")
+    df = run.table("things")
     err = capsys.readouterr().err
     assert list(df["x_s"]) == [0.0, 2.0]
     assert "warning:" in err and str(bad) in err and "the other 2 of its 3 parts (2 rows) are readable" in err
     assert run.damaged_parts and str(bad) in run.damaged_parts[0]
     with pytest.raises(HarnessError, match="1 damaged part.*part-00002.parquet.*move the damaged part"):
-        run.table("requests", strict=True)
-    for p in (w.path / "requests").glob("part-*.parquet"):
+        run.table("things", strict=True)
+    for p in (w.path / "things").glob("part-*.parquet"):
         p.write_bytes(b"garbage")
     with pytest.raises(HarnessError, match="none of its 3 parts is readable"):
-        Run(w.path).table("requests")
+        Run(w.path).table("things")

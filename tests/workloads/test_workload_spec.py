@@ -36,7 +36,8 @@ def test_distributions_are_seeded_and_recorded(tmp_path):
 
 
 def test_prefix_turns_and_pause():
-    spec = _spec("--input-tokens", "30", "--output-tokens", "4", "--prefix-tokens", "10", "--turns", "3", "--pause-s", "0.5")
+    spec = _spec("--input-tokens", "30", "--output-tokens", "4", "--prefix-tokens", "10", "--turns", "3", "--pause-s", "0.5",
+                 "--replies", "synthetic")
     art = build_workload(spec, constant(2.0, 2.0), seed=1)
     assert art.count == 4 * 3 and len(art.sessions()) == 4
     firsts = [r for r in art.rows if r["turn"] == 0]
@@ -48,6 +49,22 @@ def test_prefix_turns_and_pause():
     assert s0[1]["prompt_tokens_target"] == 30 + 4 + 30  # history + the stand-in answer + new text
     with pytest.raises(HarnessError, match="--prefix-tokens 40 is longer"):
         build_workload(_spec("--input-tokens", "30", "--prefix-tokens", "40"), constant(1.0, 2.0))
+
+
+def test_live_replies_store_only_each_turns_new_text_and_seeded_think_times():
+    spec = _spec("--input-tokens", "30", "--output-tokens", "4", "--turns", "3", "--pause-s", "exponential:mean=2")
+    assert spec.replies == "live" and spec.pause_s.kind == "exponential"
+    art = build_workload(spec, constant(2.0, 2.0), seed=1)
+    assert art.meta["replies"] == "live" and art.meta["pause_s"]["kind"] == "exponential"
+    s0 = art.sessions()[0]
+    assert [r["prompt_tokens_target"] for r in s0] == [30, 30, 30]  # the history is the client's to send, with the replies
+    assert not s0[1]["prompt"].startswith(s0[0]["prompt"])
+    pauses = [r["pause_before_s"] for r in art.rows if r["turn"]]
+    assert len(set(pauses)) == len(pauses) and 0.5 < sum(pauses) / len(pauses) < 5  # drawn, seeded, mean 2 s
+    again = build_workload(spec, constant(2.0, 2.0), seed=1)
+    assert again.content_hash == art.content_hash  # replayable: the same times from the same seed
+    one = build_workload(_spec("--input-tokens", "30", "--output-tokens", "4"), constant(2.0, 2.0))
+    assert one.meta["replies"] is None  # single-turn sessions have no replies to carry
 
 
 @pytest.mark.parametrize("name", ["sharegpt.json", "prompts.jsonl", "hf_saved"])
@@ -84,7 +101,8 @@ def test_closed_loop_pool():
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["--turns", "0"], "--turns"), (["--pause-s", "-1"], "--pause-s"), (["--trace-time-scale", "0"], "--trace-time-scale"),
+    (["--turns", "0"], "--turns"), (["--pause-s", "-1"], "--pause-s"), (["--pause-s", "gauss:mean=1"], "--pause-s"),
+    (["--pause-s", "uniform:min=3"], "uniform needs min and max"), (["--trace-time-scale", "0"], "--trace-time-scale"),
     (["--dataset", "x.json", "--trace", "y.jsonl"], "use one of them"), (["--dataset", "a.json", "--input-tokens", "5"], "synthetic"),
     (["--prefix-tokens", "-3"], "--prefix-tokens"),
 ])
