@@ -113,12 +113,13 @@ def _header(r: LoopReport, gpu: bool) -> list[str]:
                 + (f", measured at {s.target_url}" if s.target_url else "") + "." + wall]
     m, e = r.model, r.engine
     reps = (f"{s.stage_reps[0]} repetitions (median) in stage window 1, {s.stage_reps[1]} in later windows"
-            if len(set(s.stage_reps)) > 1 else f"{s.reps} repetitions (median)")
+            if len(set(s.stage_reps)) > 1 else f"{s.stage_reps[0] if s.stage_reps else s.reps} repetitions (median)")
     out = [f"Model: {Path(str(m.get('gguf'))).name} ({m.get('architecture')}, {m.get('file_type')}); streamed weights per "
            f"forward pass {m.get('streamed_weight_bytes', 0) / 2**20:.1f} MiB ({m.get('streamed_weight_bytes_per_param', 0):.3f} "
            "bytes/param).",
-           f"Engine: llama.cpp {e.get('version')} (release {e.get('release') or 'unknown'}, commit {e.get('commit') or 'unknown'}), "
-           f"{s.threads} threads, {(e.get('flags') or {}).get('parallel', '?')} slots. Prompt {s.prompt_tokens} tokens; decode: "
+           f"Engine: llama.cpp {e.get('version') or '(version unknown)'} (release {e.get('release') or 'unknown'}, commit "
+           f"{e.get('commit') or 'unknown'}), {s.threads} thread{'s' if s.threads != 1 else ''}, "
+           f"{(e.get('flags') or {}).get('parallel', '?')} slots. Prompt {s.prompt_tokens} tokens; decode: "
            f"{s.decode_prompt_tokens}-token prompts, {s.output_tokens} output tokens; {reps}; each served point measured "
            f"{s.repeats} time{'s' if s.repeats > 1 else ''}." + load + wall]
     return out
