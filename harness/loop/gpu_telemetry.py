@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from harness.errors import HarnessError
 from harness.loop.options import GpuTelemetryOptions
 from harness.loop.output import LoopOutput
 from harness.loop.state import LoopState, PlannedPoint, RunResult
@@ -79,22 +80,28 @@ class LoopGpuTelemetry:
         """A served point's load run: its samples into the loop's gpu_metrics table, its per-phase summary kept."""
         if not self.sources:
             return
-        run = Run(r.run.run_dir)
+        run = {"point": p.point.index, "mix": p.point.workload, "load": p.point.load_text(), "burst": p.burst,
+               "repeat": r.run.repeat, "load_run": r.run.run_dir}
+        try:
+            self.runs.append({**run, **self._copy(Run(r.run.run_dir), p.point.index, r.run.repeat)})
+        except (HarnessError, OSError, ValueError, KeyError) as exc:  # a telemetry read never fails the measured point
+            self.runs.append({**run, "start_s": None, "end_s": None, "gpu": None,
+                              "error": f"its GPU telemetry could not be read ({type(exc).__name__}: {exc})"[:400]})
+
+    def _copy(self, run: Run, point: int, repeat: int) -> dict[str, Any]:
+        """The load run's rows into the loop's table; its span on the loop's axis and its per-phase summary."""
         gpu = run_extras(run).gpu
         start_s = (int(run.manifest.extra.get("t0_unix_ns") or self.t0_unix_ns) - self.t0_unix_ns) / 1e9
         ph = (gpu or {}).get("phases")
-        end_s = start_s + max(ph["end_s"], ph["steady_end_s"]) if ph else None
-        self.runs.append({"point": p.point.index, "mix": p.point.workload, "load": p.point.load_text(), "burst": p.burst,
-                          "repeat": r.run.repeat, "load_run": r.run.run_dir, "start_s": start_s, "end_s": end_s, "gpu": gpu})
-        if TABLE not in run.tables():
-            return
-        df = run.table(TABLE)
-        df = df[[c for c in COLUMN_DTYPES]].astype(COLUMN_DTYPES)
-        df["point_t_s"] = df["t_s"]
-        df["t_s"] = df["t_s"] + start_s
-        df["point"], df["repeat"], df["load_run"] = p.point.index, r.run.repeat, r.run.run_dir
-        df["phase"] = LoadPhases(**ph).phase_of(df["point_t_s"].to_numpy(dtype=float)) if ph else None
-        self.out.frame(TABLE, df.astype(LOOP_COLUMN_DTYPES))
+        if TABLE in run.tables():
+            df = run.table(TABLE)
+            df = df[list(COLUMN_DTYPES)].astype(COLUMN_DTYPES)
+            df["point_t_s"] = df["t_s"]
+            df["t_s"] = df["t_s"] + start_s
+            df["point"], df["repeat"], df["load_run"] = point, repeat, str(run.path)
+            df["phase"] = LoadPhases(**ph).phase_of(df["point_t_s"].to_numpy(dtype=float)) if ph else None
+            self.out.frame(TABLE, df.astype(LOOP_COLUMN_DTYPES))
+        return {"start_s": start_s, "end_s": start_s + max(ph["end_s"], ph["steady_end_s"]) if ph else None, "gpu": gpu}
 
     def document(self) -> dict[str, Any]:
         return {"sources": self.sources, "interval_s": self.opts.interval_s, "nvml": self.nvml,

@@ -261,6 +261,7 @@ def _gpu(sec: Section, g: LoopGpu, figures: bool) -> None:
     else:
         sec.items.append("No GPU sample was taken during the served points.")
     sec.items += [f"{ep}: {e['count']} failed reads over {e['runs']} load runs; the first: {e['first']}." for ep, e in errors.items()]
+    sec.items += [f"{x['mix']} {x['load']}, repeat {x['repeat'] + 1}: {x['error']}." for x in runs if x.get("error")]
     df = g.table
     ok = df[df["error"].isna()] if df is not None else None
     if figures and ok is not None and len(ok):

@@ -147,3 +147,18 @@ def test_cpu_loop_samples_local_nvml_when_it_sees_a_gpu(tmp_path, monkeypatch):
     doc = Run(rep.run_dir).json(LOOP_GPU_FILE)
     assert doc["sources"] == ["nvml (local)"] and doc["nvml"] == "NVML sampling on: 2 GPU(s)"
     assert "## GPU telemetry during the served points" in render_text(rep) and "nvml, all" in render_text(rep)
+
+
+def test_a_load_run_whose_telemetry_cannot_be_read_is_noted_not_fatal(tmp_path, monkeypatch):
+    from types import SimpleNamespace as NS
+
+    from harness.served import ServedPoint
+
+    monkeypatch.setattr("harness.loop.gpu_telemetry.nvml_status", lambda: (True, "NVML sampling on: 1 GPU(s)"))
+    g = LoopGpuTelemetry(GpuTelemetryOptions(), LoopOutput("loop-cpu", None, engine={}, command_line=(), extra={}))
+    g.start("http://127.0.0.1:8080", _state())
+    p = NS(point=ServedPoint(8, 2, rate_per_s=1.0, workload="8/2"), burst=False)
+    g.collect(p, NS(run=NS(repeat=0, run_dir=str(tmp_path / "gone"))))
+    (run,) = g.document()["runs"]
+    assert run["gpu"] is None and run["error"].startswith("its GPU telemetry could not be read (")
+    assert run["mix"] == "8/2" and run["load"] == "1 req/s"
