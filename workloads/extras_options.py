@@ -105,7 +105,8 @@ def load_config_fields(opts: Any, artifact: Any, *, target_url: str | None, warn
         check_exporters(opts.gpu_metrics, warn=warn)
     if opts.profile_window is not None:
         a, b = absolute_window(opts.profile_window, warmup_s=opts.warmup_s, span_s=artifact.span_s, cooldown_s=opts.cooldown_s)
-        fields["profile"] = {"window_s": [a, b], "window_in_measurement_s": list(opts.profile_window), "output_dir": opts.profile_dir}
+        fields["profile"] = {"window_s": [a, b], "window_in_measurement_s": list(opts.profile_window),
+                             "output_dir": opts.profile_dir}
     if opts.early_stop:
         if artifact.closed_loop:
             raise HarnessError("--early-stop judges an open-loop run against its arrival rate; a closed-loop run (--concurrency) "
@@ -115,5 +116,5 @@ def load_config_fields(opts: Any, artifact: Any, *, target_url: str | None, warn
     return fields
 
 
-__all__ = ["GPU_NVML_MODES", "ExtrasOptions", "check_exporters", "check_extras", "check_gpu_options", "gpu_local", "load_config_fields",
-           "parse_gpu_metrics_url"]
+__all__ = ["GPU_NVML_MODES", "ExtrasOptions", "check_exporters", "check_extras", "check_gpu_options", "gpu_local",
+           "load_config_fields", "parse_gpu_metrics_url"]

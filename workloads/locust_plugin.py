@@ -82,7 +82,8 @@ def add_extras_arguments(g: Any) -> None:
     a("--gpu-metrics-interval-s", type=float, default=1.0, help="GPU telemetry sampling period (default 1 s)")
     a("--profile-window", default=None, metavar="START:END", help="call the target's /start_profile and /stop_profile from "
       "START to END seconds into the measurement window (vLLM, SGLang and the embedded target answer them)")
-    a("--profile-dir", default=None, help="with --profile-window: sent as output_dir (where SGLang and the embedded target write the trace)")
+    a("--profile-dir", default=None, help="with --profile-window: sent as output_dir (where SGLang and the embedded target "
+      "write the trace)")
     a("--early-stop", action="store_true", help="open loop (--request-rate): cut the run short when it is over-saturated "
       "(workloads/oversaturation.py); requests not yet sent are recorded as not_sent")
 

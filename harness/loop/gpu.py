@@ -30,8 +30,8 @@ from harness.engines.launcher import RunningEngine
 from harness.engines.session import make_plan
 from harness.errors import HarnessError
 from harness.loop.gpu_telemetry import LoopGpuTelemetry
-from harness.loop.options import (DEFAULT_MIXES, DEFAULT_RATE_FRACTIONS, GpuTelemetryOptions, LoopPlan, check_mixes, check_point_duration,
-                                  check_rates)
+from harness.loop.options import (DEFAULT_MIXES, DEFAULT_RATE_FRACTIONS, GpuTelemetryOptions, LoopPlan, check_mixes,
+                                  check_point_duration, check_rates)
 from harness.loop.output import LoopOutput
 from harness.loop.points import ProgressFn, measure_all
 from harness.loop.predict import burst_capacity, predict, predict_served, served_prediction, twin_capacity, twin_source

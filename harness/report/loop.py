@@ -260,7 +260,8 @@ def _gpu(sec: Section, g: LoopGpu, figures: bool) -> None:
                                "steady to the schedule's end, drain to the last request's end."))
     else:
         sec.items.append("No GPU sample was taken during the served points.")
-    sec.items += [f"{ep}: {e['count']} failed reads over {e['runs']} load runs; the first: {e['first']}." for ep, e in errors.items()]
+    sec.items += [f"{ep}: {e['count']} failed reads over {e['runs']} load runs; the first: {e['first']}."
+                  for ep, e in errors.items()]
     sec.items += [f"{x['mix']} {x['load']}, repeat {x['repeat'] + 1}: {x['error']}." for x in runs if x.get("error")]
     df = g.table
     ok = df[df["error"].isna()] if df is not None else None
