@@ -50,6 +50,7 @@ class LoopGpuTelemetry:
         self.nvml = "NVML not asked for (--gpu-nvml off)"
         self.runs: list[dict[str, Any]] = []
         self.started = False
+        self.why_none: str | None = None  # why nothing is sampled, when nothing is
 
     @property
     def sources(self) -> list[str]:
@@ -66,8 +67,9 @@ class LoopGpuTelemetry:
             why = (f"no GPU on this host that NVML can see ({self.nvml})" if not ok else
                    f"the engine at {target_url} runs on another host, so this host's GPUs are not its own ({self.nvml})")
         if not self.sources:
-            state.note(f"GPU telemetry: none sampled: {why}, and no --gpu-metrics-url was given (a DCGM exporter's /metrics, "
-                       "for an engine on GPUs elsewhere). The served points are measured without it.", say)
+            self.why_none = (f"{why}, and no --gpu-metrics-url was given (a DCGM exporter's /metrics, for an engine on GPUs "
+                             "elsewhere)")
+            state.note(f"GPU telemetry: none sampled: {self.why_none}. The served points are measured without it.", say)
             return
         for w in check_exporters(list(self.opts.endpoints), warn=lambda _m: None):
             state.note(f"GPU telemetry: {w}", say)
@@ -104,7 +106,7 @@ class LoopGpuTelemetry:
         return {"start_s": start_s, "end_s": start_s + max(ph["end_s"], ph["steady_end_s"]) if ph else None, "gpu": gpu}
 
     def document(self) -> dict[str, Any]:
-        return {"sources": self.sources, "interval_s": self.opts.interval_s, "nvml": self.nvml,
+        return {"sources": self.sources, "interval_s": self.opts.interval_s, "nvml": self.nvml, "why_none": self.why_none,
                 "t0_unix_ns": self.t0_unix_ns, "runs": self.runs}
 
     def finish(self) -> None:

@@ -239,11 +239,11 @@ def _gpu(sec: Section, g: LoopGpu, figures: bool) -> None:
     loop's time axis with each load run shaded."""
     d, runs = g.doc, g.doc.get("runs") or []
     if not d.get("sources"):
-        sec.items.append(f"No GPU telemetry: {d.get('nvml')}; no --gpu-metrics-url was given. Nothing was sampled.")
+        sec.items.append(f"No GPU telemetry: {d.get('why_none') or d.get('nvml')}. Nothing was sampled.")
         return
     n = sum(int((x.get("gpu") or {}).get("samples") or 0) for x in runs)
     sec.items.append(f"Sources: {', '.join(d['sources'])}; every {d.get('interval_s', 1):g} s; {n} GPU samples over "
-                     f"{len(runs)} load runs. {d.get('nvml') or ''}".strip())
+                     f"{len(runs)} load run{'s' if len(runs) != 1 else ''}. This host: {d.get('nvml')}.")
     head, rows, errors = None, [], {}
     for x in runs:
         _, _, table = gpu_section(x.get("gpu") or {})
@@ -260,7 +260,7 @@ def _gpu(sec: Section, g: LoopGpu, figures: bool) -> None:
                                "steady to the schedule's end, drain to the last request's end."))
     else:
         sec.items.append("No GPU sample was taken during the served points.")
-    sec.items += [f"{ep}: {e['count']} failed reads over {e['runs']} load runs; the first: {e['first']}."
+    sec.items += [f"{ep}: {e['count']} failed reads over {e['runs']} load run{'s' if e['runs'] != 1 else ''}; the first: {e['first']}."
                   for ep, e in errors.items()]
     sec.items += [f"{x['mix']} {x['load']}, repeat {x['repeat'] + 1}: {x['error']}." for x in runs if x.get("error")]
     df = g.table

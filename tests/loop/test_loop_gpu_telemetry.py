@@ -58,6 +58,7 @@ def test_no_source_is_said_plainly_and_nothing_is_sampled(monkeypatch):
     assert note.startswith("GPU telemetry: none sampled: no GPU on this host that NVML can see (NVML unavailable: "
                            "NVMLError_LibraryNotFound), and no --gpu-metrics-url was given")
     assert not note.startswith("error")  # a note in the report, not a failure
+    assert g.document()["sources"] == [] and g.document()["why_none"] in note
 
 
 def test_nvml_auto_samples_a_local_engine_only(monkeypatch):
