@@ -33,7 +33,9 @@ DB_ENV = "HARNESS_CALIBRATION_DB"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DB_DIR = REPO_ROOT / "calibration" / "gpus"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-ENTRY_SIZE_WARN_BYTES = 256 * 1024  # entries are summaries; a bigger one means raw rows slipped in
+# entries are summaries and compressed kernel grids (about 300-450 KiB for an engine's full aiconfigurator tables); a
+# bigger one means raw rows slipped in
+ENTRY_SIZE_WARN_BYTES = 1024 * 1024
 
 
 def db_dir(given: str | Path | None = None) -> Path:
@@ -213,8 +215,8 @@ def file_entry(rec: CalibrationRecord, *, db_dir: str | Path | None = None, repl
     if size > ENTRY_SIZE_WARN_BYTES:
         import sys
 
-        print(f"warning: {shown_path(path)} is {size / 1024:.0f} KiB; a database entry should hold summary constants "
-              "and curves, not raw rows.", file=sys.stderr)
+        print(f"warning: {shown_path(path)} is {size / 1024:.0f} KiB; a database entry should hold summary constants, "
+              "curves and compressed kernel grids, not raw rows.", file=sys.stderr)
     return load_entry(path)
 
 
@@ -224,8 +226,9 @@ SIGNIFICANT_DIGITS = 5
 def _round(x: Any) -> Any:
     if isinstance(x, float) and math.isfinite(x) and not x.is_integer():  # sizes, batches, token counts stay exact
         return float(f"{x:.{SIGNIFICANT_DIGITS}g}")
-    if isinstance(x, dict):  # times of day are identities, not measurements: kept whole
-        return {k: v if k.endswith("_unix_s") else _round(v) for k, v in x.items()}
+    if isinstance(x, dict):  # times of day are identities, not measurements: kept whole; kernel grids are stored at
+        # their own step (harness.model.kernel_tables_codec)
+        return {k: v if k.endswith("_unix_s") or k == "kernel_tables" else _round(v) for k, v in x.items()}
     if isinstance(x, list):
         return [_round(v) for v in x]
     return x

@@ -30,6 +30,11 @@ of its timed runs after warm-up, CUDA events; no raw samples and no L2 flush are
   (collect_nccl.py stores bytes // bytes_per_element; the custom all-reduce collector sizes its
   tensor in elements), so size_bytes = message_size · element bytes.
 
+Beside the cases, each run holds `kernel_tables.json`: the step model's interpolation tables built from the same files
+(harness.importers.aic_grids; the newest version folder holding each table, or ENGINE@VERSION's), which `harness
+calibrate --into-db` files into the database entry, so `harness predict`'s default calibration reads the same kernels as
+`--calibration aic`. Every parquet file is read through harness.importers.aic_files (the one reader).
+
 Per engine, the newest version that holds both GEMM and attention tables is read (`ENGINE@VERSION`
 picks another), with the engine's all-reduce, MoE and the system's NCCL version (its YAML's
 `misc.nccl_version`, else the newest). Every case is judged against our GPU spec's peak (the device
@@ -49,8 +54,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.importers.aic_files import (REQUIRED, data_root, installed_data_root, package_version, read_table,
-                                          systems, version_key, versions)
+from harness.importers.aic_files import REQUIRED, data_root, database_name, read_table, systems, version_key, versions
 
 TOOL = "aiconfigurator"
 ENGINES = ("trtllm", "vllm", "sglang")
@@ -460,8 +464,7 @@ def _collection_meta(path: Path) -> dict[str, Any]:
 def facts_of(imp: Imported, root: Path) -> dict[str, Any]:
     """What the run's manifest records of the source: the database and version, engine, tables, their metadata."""
     sel = imp.selection
-    ver = package_version() if _is_installed(root) else None
-    db = f"{TOOL} {ver}" if ver else f"{TOOL} data at {root}"
+    db = database_name(root)
     nccl = sel.tables.get("nccl_perf")
     notes = list(sel.notes)
     if nccl is not None:
@@ -482,13 +485,6 @@ def facts_of(imp: Imported, root: Path) -> dict[str, Any]:
         "rows": imp.counts, "above_peak": imp.flagged, "provenance_notes": notes,
         "latency_unit": "ms (aiconfigurator log_perf)", "message_size_unit": "elements (bytes = elements x dtype size)",
     }
-
-
-def _is_installed(root: Path) -> bool:
-    try:
-        return root.resolve() == installed_data_root().resolve()
-    except HarnessError:
-        return False
 
 
 def system_device(root: Path, system: str) -> str | None:
@@ -542,6 +538,9 @@ def import_aic(path: str | Path | None = None, system_names: Iterable[str] | Non
     """File aiconfigurator's kernel data as runs results/<system>-aic-<engine>-<version>/<run_id>/ (kind "import").
 
     One run per system and engine. Returns one summary per run filed (path, run id, machine, family, rows)."""
+    from harness.calibration.runs import KERNEL_TABLES_FILE
+    from harness.importers.aic_grids import build_tables
+    from harness.model.kernel_tables_codec import tables_to_dict
     from harness.records import new_manifest
     from harness.store import RunWriter
 
@@ -572,8 +571,11 @@ def import_aic(path: str | Path | None = None, system_names: Iterable[str] | Non
                 notes=[f"imported from {facts['kernel_database']} ({system}, {engine} {sel.version}); host fields describe "
                        "the importing machine, tool_facts the source"],
             )
+            tables = build_tables(root, system, spec_name_for_device(imp.gpu_name), engine, version)
             with RunWriter(manifest, out) as w:
                 w.append("micro_cases", imp.cases)
+                # the step model's kernel grids of the same tables, filed with the run into database entries
+                w.write_json(KERNEL_TABLES_FILE, tables_to_dict(tables))
                 if imp.samples:
                     w.append("micro_samples", imp.samples)
                 if imp.skips:

@@ -141,3 +141,14 @@ def package_version() -> str | None:
         except PackageNotFoundError:
             continue
     return None
+
+
+def database_name(root: Path) -> str:
+    """How a source says where its data came from: "aiconfigurator 0.12.0" for the installed package's data, else
+    "aiconfigurator data at PATH"."""
+    try:
+        installed = root.resolve() == installed_data_root().resolve()
+    except HarnessError:
+        installed = False
+    ver = package_version() if installed else None
+    return f"aiconfigurator {ver}" if ver else f"aiconfigurator data at {root}"

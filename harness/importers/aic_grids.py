@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.importers.aic_files import package_version, read_table, table_path, version_key, versions
+from harness.importers.aic_files import database_name, read_table, table_path, version_key, versions
 from harness.model.kernel_tables import AttentionKey, GridTable, KernelTables, MoeKey, grid_from_points
 
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -136,7 +136,7 @@ def build_tables(data: Path, system: str, gpu: str, engine: str, version: str | 
     if mla_used:
         used.append(mla_used)
 
-    src = f"imported kernel data: aiconfigurator {package_version() or '(version unknown)'} {system} ({'; '.join(used)})"
+    src = f"imported kernel data: {database_name(data)} {system} ({'; '.join(used)})"
     return KernelTables(gpu, src, gemm, dec, pre, ar, moe, mla_dec, mla_pre, smallest, tuple(notes))
 
 

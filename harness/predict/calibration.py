@@ -5,7 +5,7 @@
 | choice | source | label |
 |---|---|---|
 | `auto` | the GPU's entry in the calibration database (calibration/gpus/, harness.calibration.gpu_db) when it has one, else the installed aiconfigurator's kernel tables for the GPU and engine, else the datasheet | as below |
-| `db` | the database entry (refused when the GPU has none) | its kind: imported kernel data / our microbenchmarks, with its date and age |
+| `db` | the database entry (refused when the GPU has none): its kernel grids when it carries them (schema 4: the same tables `aic` reads, so the same step model), else its fitted constants | its kind: imported kernel data / our microbenchmarks, with its date and age |
 | `aic` | aiconfigurator's per-operation tables, read from the installed package (harness.predict.kernel_data) | imported kernel data (tables) |
 | `none` | the datasheet at the chapter's 50 % | uncalibrated |
 | a file path | a calibration file written by `harness calibrate` | our microbenchmarks (or what its provenance says) |
@@ -56,7 +56,19 @@ def _gpu_db() -> Any | None:
 
 
 def _from_db_entry(entry: Any, gpu: str, engine: str | None = None) -> StepConstants:
-    """A database entry (harness.calibration.gpu_db.DbEntry) as the step model's constants: the GEMMs' compute efficiency
+    """A database entry (harness.calibration.gpu_db.DbEntry) as the step model's constants: its measured kernel grids
+    when it carries them (schema 4: the same tables `--calibration aic` reads), else its fitted constants."""
+    tables = getattr(entry.record, "kernel_tables", None)
+    if tables is None:
+        return _from_fitted_constants(entry, gpu, engine)
+    kc = KernelConstants(gpu, source=f"calibration database entry {entry.describe()}", calibrated=True)
+    kind = entry.provenance.source_kind if entry.provenance.source_kind in KINDS else "our microbenchmarks"
+    label = f"database entry {entry.describe()}; kernel grids ({tables.source.removeprefix('imported kernel data: ')})"
+    return StepConstants(kind, label, kc, tables)
+
+
+def _from_fitted_constants(entry: Any, gpu: str, engine: str | None = None) -> StepConstants:
+    """An entry without kernel grids (schema 3 and older) as the step model's constants: the GEMMs' compute efficiency
     per dtype read at 8192 tokens per card, their weight-streaming efficiency as the entry's decode bandwidth efficiency
     at batch 1 (its shortest measured context), the attention's as the decode bandwidth efficiency at batch 64 and
     context 2048, and the all-reduce read off its fitted collectives (the measured sizes, interpolated; the engine's own

@@ -138,7 +138,8 @@ def test_a_newer_schema_is_refused(tmp_path, filed):
     body["schema_version"] = SCHEMA_VERSION + 1
     (tmp_path / "h200-sxm").mkdir()
     (tmp_path / "h200-sxm" / "cuda.json").write_text(json.dumps(body))
-    with pytest.raises(HarnessError, match=r"schema_version 4 is newer than this harness understands \(3\); upgrade the harness\.$"):
+    with pytest.raises(HarnessError, match=rf"schema_version {SCHEMA_VERSION + 1} is newer than this harness understands \({SCHEMA_VERSION}\); "
+                       r"upgrade the harness\.$"):
         gpu_db.pick("h200-sxm", db_dir=tmp_path)
 
 
