@@ -19,6 +19,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 from datetime import date
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -115,7 +116,7 @@ def load_entry(path: str | Path, today: date | None = None) -> DbEntry:
     fix = (f"restore it (`git checkout -- {shown_path(p)}`) or file it again (`harness calibrate RUNS --into-db`), "
            "or remove it")
     try:
-        rec = load_calibration(p)
+        rec = _load_record(p)
     except HarnessError as exc:
         if str(exc).endswith("upgrade the harness."):  # written by a newer harness: the entry is fine, the code is old
             raise HarnessError(f"GPU calibration database: entry {shown_path(p)}: {exc}".replace(f"{p}: ", "")) from None
@@ -131,6 +132,21 @@ def load_entry(path: str | Path, today: date | None = None) -> DbEntry:
                            f"says {prov.gpu}/{prov.family}; {fix}.")
     age = ((today or date.today()) - date.fromisoformat(prov.date)).days
     return DbEntry(p, gpu, family, rec, prov, age)
+
+
+def _load_record(p: Path) -> CalibrationRecord:
+    """The entry's record, parsed once per file version (path, size, modification time): an entry with kernel grids is
+    half a megabyte of JSON, and every prediction picks one."""
+    try:
+        st = p.stat()
+    except OSError:
+        return load_calibration(p)  # says the file does not exist
+    return _load_record_at(str(p.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _load_record_at(path: str, size: int, mtime_ns: int) -> CalibrationRecord:
+    return load_calibration(path)
 
 
 def entries(gpu: str | None = None, *, db_dir: str | Path | None = None, today: date | None = None) -> list[DbEntry]:

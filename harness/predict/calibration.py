@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,14 +58,16 @@ def _gpu_db() -> Any | None:
 
 def _from_db_entry(entry: Any, gpu: str, engine: str | None = None) -> StepConstants:
     """A database entry (harness.calibration.gpu_db.DbEntry) as the step model's constants: its measured kernel grids
-    when it carries them (schema 4: the same tables `--calibration aic` reads), else its fitted constants."""
+    when it carries them (schema 4: the same tables `--calibration aic` reads), with its fitted constants for an
+    operator no grid covers (where `aic` has the datasheet's 50 %); else (schema 3) its fitted constants alone."""
+    fitted = _from_fitted_constants(entry, gpu, engine)
     tables = getattr(entry.record, "kernel_tables", None)
     if tables is None:
-        return _from_fitted_constants(entry, gpu, engine)
-    kc = KernelConstants(gpu, source=f"calibration database entry {entry.describe()}", calibrated=True)
-    kind = entry.provenance.source_kind if entry.provenance.source_kind in KINDS else "our microbenchmarks"
-    label = f"database entry {entry.describe()}; kernel grids ({tables.source.removeprefix('imported kernel data: ')})"
-    return StepConstants(kind, label, kc, tables)
+        return fitted
+    kc = dataclasses.replace(fitted.constants, source=f"calibration database entry {entry.describe()}")
+    label = (f"database entry {entry.describe()}; kernel grids ({tables.source.removeprefix('imported kernel data: ')}), "
+             "its fitted constants where no grid covers an operator")
+    return StepConstants(fitted.kind, label, kc, tables)
 
 
 def _from_fitted_constants(entry: Any, gpu: str, engine: str | None = None) -> StepConstants:
