@@ -85,6 +85,9 @@ def build_tables(data: Path, system: str, gpu: str, engine: str, version: str | 
             if len(sub):
                 gemm[fam] = grid_from_points(sub[["m", "n", "k"]].to_numpy(), sub.latency.to_numpy() * 1e-3, f"gemm {fam}")
         used.append(f"gemm {engine} {vdir.name}")
+        if not gemm:
+            notes.append(_unmapped("GEMM", engine, vdir.name, df, ["kernel_source", "gemm_dtype"],
+                                   [f"{s}/{d}" for s, d in _GEMM_KERNELS[engine]]))
         tiny = df[(df.gemm_dtype == "bfloat16") & (df.m <= 4) & (df.n <= 64) & (df.k <= 64)]
         smallest = float(tiny.latency.median()) * 1e-3 if len(tiny) else None
     else:
@@ -111,6 +114,9 @@ def build_tables(data: Path, system: str, gpu: str, engine: str, version: str | 
                 target[AttentionKey(int(h), int(kvh), int(hd), _KV_DTYPES[kvd])] = grid_from_points(
                     xy, sub.latency.to_numpy() * 1e-3, f"attention {fname}")
         used.append(f"attention {engine} {vdir.name}")
+        if not dec and not pre:
+            notes.append(_unmapped("attention", engine, vdir.name, read_table(ap, "generation_attention_perf", ["kernel_source"]),
+                                   ["kernel_source"], [_ATTENTION_KERNEL[engine]]))
     else:
         notes.append(f"no attention measurements for {engine} on {gpu}")
 
@@ -138,6 +144,13 @@ def build_tables(data: Path, system: str, gpu: str, engine: str, version: str | 
 
     src = f"imported kernel data: {database_name(data)} {system} ({'; '.join(used)})"
     return KernelTables(gpu, src, gemm, dec, pre, ar, moe, mla_dec, mla_pre, smallest, tuple(notes))
+
+
+def _unmapped(what: str, engine: str, version: str, df, columns: list[str], wanted: list[str]) -> str:
+    """The note of a table holding none of the kernels the step model reads (another GPU generation's kernels)."""
+    have = sorted({"/".join(str(x) for x in row) for row in df[columns].drop_duplicates().itertuples(index=False)})
+    return (f"{what} {engine} {version}: none of the kernels read here ({', '.join(wanted)}) in the table (it has "
+            f"{', '.join(have[:6])}); no {what} grid")
 
 
 # the fused-MoE kernel each engine runs per expert dtype (first present wins), and our dtype names for aiconfigurator's

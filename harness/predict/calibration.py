@@ -58,15 +58,32 @@ def _gpu_db() -> Any | None:
 
 def _from_db_entry(entry: Any, gpu: str, engine: str | None = None) -> StepConstants:
     """A database entry (harness.calibration.gpu_db.DbEntry) as the step model's constants: its measured kernel grids
-    when it carries them (schema 4: the same tables `--calibration aic` reads), with its fitted constants for an
-    operator no grid covers (where `aic` has the datasheet's 50 %); else (schema 3) its fitted constants alone."""
+    when it carries them (schema 4: the same tables `--calibration aic` reads, so the same step model), else (schema 3)
+    its fitted constants. An operator family the grids do not hold at all (no GEMM grid, no attention grid: another GPU
+    generation's kernels, said in the grids' notes) takes the entry's fitted constants; within a family the grids
+    hold, a shape they lack falls back as `aic` does (the datasheet's 50 %)."""
     fitted = _from_fitted_constants(entry, gpu, engine)
     tables = getattr(entry.record, "kernel_tables", None)
     if tables is None:
         return fitted
+    plain = KernelConstants(gpu)
     kc = dataclasses.replace(fitted.constants, source=f"calibration database entry {entry.describe()}")
-    label = (f"database entry {entry.describe()}; kernel grids ({tables.source.removeprefix('imported kernel data: ')}), "
-             "its fitted constants where no grid covers an operator")
+    from_fits = []
+    if tables.gemm:
+        kc = dataclasses.replace(kc, gemm={})
+    else:
+        from_fits.append("GEMM")
+    if tables.decode_attention or tables.prefill_attention or tables.mla_decode or tables.mla_prefill:
+        kc = dataclasses.replace(kc, attention_compute_efficiency=plain.attention_compute_efficiency,
+                                 attention_bandwidth_efficiency=plain.attention_bandwidth_efficiency)
+    else:
+        from_fits.append("attention")
+    if not tables.allreduce and fitted.tables is not None:
+        tables = dataclasses.replace(tables, allreduce=fitted.tables.allreduce)
+        from_fits.append("all-reduce")
+    label = (f"database entry {entry.describe()}; kernel grids ({tables.source.removeprefix('imported kernel data: ')})"
+             + (f"; its fitted constants for {', '.join(from_fits)} (no grid)" if from_fits else "")
+             + "".join(f"; {n}" for n in tables.notes))
     return StepConstants(fitted.kind, label, kc, tables)
 
 
@@ -124,7 +141,7 @@ def step_constants(choice: str, gpu: str, engine: str, *, kernel_data: str | Non
             if choice == "aic":
                 raise
             return uncalibrated(gpu)
-        label = t.source.removeprefix("imported kernel data: ")
+        label = t.source.removeprefix("imported kernel data: ") + "".join(f"; {n}" for n in t.notes)
         return StepConstants("imported kernel data", label, KernelConstants(gpu, source=t.source, calibrated=True), t)
     p = Path(choice)
     if p.is_file():

@@ -32,7 +32,7 @@ def aic_system(gpu: str) -> str:
                            f"{', '.join(AIC_SYSTEMS)}. Use the calibration database or the datasheet instead.") from None
 
 
-CACHE_FORMAT = 2  # bump when the tables built here change
+CACHE_FORMAT = 3  # bump when the tables built here change
 
 
 def _cache_file(root: Path, gpu: str, engine: str, version: str | None) -> Path | None:

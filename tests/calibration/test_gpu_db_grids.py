@@ -55,7 +55,7 @@ def test_the_default_pick_predicts_with_the_grids_as_the_kernel_tables_do(use_db
     tabl = step_constants("aic", "h200-sxm", "vllm", kernel_data=str(FIXTURE))
     assert auto.tables is not None and auto.kind == "imported kernel data"
     assert "aic-vllm-0.24.0.json" in auto.label and "kernel grids" in auto.label
-    assert auto.constants.gemm["bf16"].compute_efficiency < 1  # the fitted constants, for an operator no grid covers
+    assert auto.constants.gemm == {}  # the grids hold GEMMs: a shape off them falls back as --calibration aic does
     dep = Deployment(engine="vllm", gpu="h200-sxm", model="llama-3.1-8b", precision="bf16", workers=Workers(1, Parallel(tp=2)))
     wl = Workload(1024, 128, concurrency=8, requests=16)
     a = predict(dep, wl, calibration="auto")

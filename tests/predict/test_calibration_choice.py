@@ -13,7 +13,8 @@ from harness.predict.calibration import step_constants
 def test_auto_picks_the_database_entry_of_the_gpu_with_its_kernel_grids_and_says_how_old():
     c = step_constants("auto", "h200-sxm", "vllm")
     assert c.kind == "imported kernel data" and "calibration/gpus/h200-sxm/aic-vllm" in c.label and "days old" in c.describe()
-    assert "kernel grids" in c.label and "fitted constants where no grid covers" in c.label
+    assert "kernel grids" in c.label and "fitted constants for" not in c.label  # every operator family has a grid
+    assert c.constants.gemm == {}  # a GEMM shape off the grids falls back as --calibration aic does
     t = c.tables
     assert {"bf16", "fp8", "fp8-block"} <= set(t.gemm) and 8 in t.allreduce and t.decode_attention and t.moe
     assert "aiconfigurator 0.12.0 h200_sxm (gemm vllm 0.24.0" in t.source
@@ -45,3 +46,10 @@ def test_a_gpu_without_an_entry_and_a_bad_choice():
         step_constants("db", "h20-96gb", "vllm")
     with pytest.raises(HarnessError, match="give auto, db, aic, none"):
         step_constants("sometimes", "h200-sxm", "vllm")
+
+
+def test_an_operator_family_without_grids_takes_the_entrys_fitted_constants():
+    # A100 vLLM 0.14.0: aiconfigurator timed other kernels (vllm_default, vllm_flash_attn) than the ones the grids read
+    c = step_constants("auto", "a100-80gb-sxm", "vllm")
+    assert "its fitted constants for GEMM, attention (no grid)" in c.label and "none of the kernels read here" in c.label
+    assert c.constants.gemm["bf16"].compute_efficiency < 1 and 8 in c.tables.allreduce
