@@ -329,4 +329,12 @@ def summary_rows(found: Sequence[DbEntry]) -> list[dict[str, Any]]:
     return [{"path": shown_path(e.path), "gpu": e.gpu, "family": e.family, "date": e.date, "age_days": e.age_days,
              "describe": e.describe(), "provenance": e.provenance.to_dict(),
              "curves": len(e.record.curves), "links": len(e.record.links), "collectives": len(e.record.collectives),
-             "bytes": e.path.stat().st_size} for e in found]
+             "kernel_grids": grid_count(e.record.kernel_tables), "bytes": e.path.stat().st_size} for e in found]
+
+
+def grid_count(tables: Any) -> int:
+    """Kernel grids an entry carries (GEMM dtypes, attention shapes, all-reduce sizes, MoE and MLA shapes); 0 without."""
+    if tables is None:
+        return 0
+    return sum(len(getattr(tables, op)) for op in ("gemm", "decode_attention", "prefill_attention", "allreduce", "moe",
+                                                   "mla_decode", "mla_prefill"))

@@ -48,6 +48,8 @@ def test_the_filed_entry_carries_the_grids_of_its_import(db):
     t = e.record.kernel_tables
     assert set(t.gemm) == {"bf16"} and 8 in t.allreduce  # the fixture's fp8 GEMMs are not vLLM's FP8 kernel source
     assert e.record.curves  # the fitted constants stay beside the grids
+    (row,) = gpu_db.summary_rows([e])
+    assert row["kernel_grids"] == gpu_db.grid_count(t) == sum(len(b["keys"]) for b in kt["blocks"])
 
 
 def test_the_default_pick_predicts_with_the_grids_as_the_kernel_tables_do(use_db):
