@@ -240,7 +240,8 @@ def _choose_window(df: Any, span_s: float, o: SummaryOptions) -> _Window:
     steady_at = None if st is None else st.start_s
     ok_done = df["last_byte_ns"].to_numpy(dtype=float)[(df["error_class"] == "ok").to_numpy()] / 1e9
     kept = int(((ok_done >= (steady_at or 0.0)) & (ok_done < w1)).sum())
-    too_few = bool(steady_at) and kept < MIN_WINDOW_COMPLETIONS
+    # a start at 0 s is a measured start too: with too few completions after it, nothing tells it from a step later on
+    too_few = steady_at is not None and kept < MIN_WINDOW_COMPLETIONS
     if too_few:  # too few completions after it to tell a start-up from the run's own spread: nothing cut, nothing claimed
         steady_at = None
     if o.warmup_auto:

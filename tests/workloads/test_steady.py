@@ -122,3 +122,6 @@ def test_a_closed_loop_that_waited_out_a_startup_is_not_called_steady():
     s = summarise(pd.DataFrame(rows), span_s=15.0, options=SummaryOptions(closed_loop=True, warmup_auto=True))
     assert s.steady is not True
     assert any("first half" in n or "too few completions" in n for n in s.notes), s.notes
+    # the window's basis does not claim a measured start at 0 s: nothing completed before 10.5 s, and the 32 completions
+    # after it are too few to tell where the run settled (it read "measured: ... settled at 0.0 s")
+    assert not s.window_basis.startswith("measured") and "too few" in s.window_basis, s.window_basis
