@@ -323,6 +323,9 @@ def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOption
     note = None
     if not empty_window and not done_in.any():
         note = _empty_window_note(df, is_ok, last, w0, w1)
+        if is_ok.any():  # (nothing succeeded: the failure reasons above say so)
+            reasons.append("no request completed inside the measurement window, so the run measured no steady figure "
+                           "(the window note says why)")
     ci = rate_interval(last[done_in], w0, w1) if n_total else None
     trend = in_flight_trend(win_.in_flight, w0, w1) if win_.in_flight is not None else None
     late = win_.steady_start_s

@@ -197,6 +197,9 @@ def test_the_model_column_predicts_the_startup_the_embedded_target_emulates(tmp_
     md = next((tmp_path / "p").glob("*/summary.md")).read_text()
     row = next(ln for ln in md.splitlines() if ln.startswith("| waiting queue"))
     assert "backlog 0 requests" in row and "backlog 35" not in row, row
+    # the scenario's plan is for 8192/1025-token requests at 3.5 req/s; this run sent 16/4 at 4 req/s: both said
+    assert "| model (Chapter 9, for 8192/1025-token requests at 3.5 req/s, not this run's) |" in md
+    assert "at its arrival rate of 3.5 req/s; this run offered 4 req/s" in md
 
 
 def test_the_planned_scenario_keeps_the_file_for_a_url_target_and_drops_an_earlier_deadline():

@@ -80,6 +80,7 @@ def test_a_window_shorter_than_one_request_says_so():
     s = summarise(_ch9_records(5.0, 3.5, startup_s=0.0), span_s=5.0)
     assert s.request_throughput_per_s == 0.0
     assert "generating one response took at least" in s.window_note and "backlog" not in s.window_note
+    assert not s.valid and any("no request completed inside the measurement window" in r for r in s.invalid_reasons)
     backlog = summarise(_ch9_records(20.0, 3.5), span_s=20.0)  # 10 s startup: requests waited, then generated in ~18 s
     assert "backlog" in backlog.window_note or backlog.request_throughput_per_s > 0
 
