@@ -130,6 +130,20 @@ def runs_provenance(mr: MachineRuns, rec: CalibrationRecord, command: str, famil
     )
 
 
+def run_kernel_tables(mr: MachineRuns):
+    """The runs' measured kernel grids (harness.model.kernel_tables.KernelTables), or None when no run holds them."""
+    from harness.calibration.runs import KERNEL_TABLES_FILE
+    from harness.model.kernel_tables_codec import tables_from_dict
+
+    if mr.kernel_tables is None:
+        return None
+    try:
+        return tables_from_dict(mr.kernel_tables)
+    except ValueError as exc:
+        raise HarnessError(f"the runs of {mr.machine}: {KERNEL_TABLES_FILE} cannot be read ({exc}); the run is damaged — "
+                           "import it again (`harness micro import-aic ...`).") from None
+
+
 def calibrate(results: str | Path, out: str | Path | None = None, seed: int = 0, n_bootstrap: int = DEFAULT_BOOTSTRAP,
               proxy: dict[str, str] | None = None, *, into_db: bool = False, db_dir: str | Path | None = None,
               replace_newer: bool = False, command: str = "", model: str | None = None) -> tuple[CalibrationRecord, Path]:
@@ -139,7 +153,7 @@ def calibrate(results: str | Path, out: str | Path | None = None, seed: int = 0,
     `model` names the model whose shapes a kernel grid (imported kernel data) is read at (default qwen3-8b)."""
     mr = load_machine_runs(results)
     rec = fit_calibration(mr, seed=seed, n_bootstrap=n_bootstrap, model=model)
-    rec = replace(rec, proxy=dict(proxy or {}))
+    rec = replace(rec, proxy=dict(proxy or {}), kernel_tables=run_kernel_tables(mr))
     check_proxy(rec)
     if into_db:
         from harness.calibration.gpu_db import file_entry

@@ -10,6 +10,9 @@ are refused):
   3 — `collectives` (all-reduce and other collectives: T(S) = α + S/β per GPU count, with the measured sizes) and
       `provenance` (source, device, driver, torch/CUDA, engine and version, dates, run ids, command; required for an
       entry of the GPU calibration database calibration/gpus/). The upgrade 2 -> 3 adds both empty.
+  4 — `kernel_tables`: the measured kernel grids the step model interpolates (GEMM, attention, all-reduce, MoE, MLA;
+      harness.model.kernel_tables_codec), so a database entry predicts as the kernel data it was filed from. The
+      upgrade 3 -> 4 adds it empty (null): such an entry predicts from its fitted constants.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from harness.errors import HarnessError
 from harness.versioning import load_versioned, stamp_version
 
 FORMAT = "harness-calibration"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 FORMAT_VERSION = SCHEMA_VERSION  # the old name of the constant
 
 
@@ -33,9 +36,14 @@ def _upgrade_2_to_3(d: dict[str, Any]) -> dict[str, Any]:
     return {**d, "collectives": d.get("collectives") or [], "provenance": d.get("provenance")}
 
 
+def _upgrade_3_to_4(d: dict[str, Any]) -> dict[str, Any]:
+    return {**d, "kernel_tables": d.get("kernel_tables")}
+
+
 UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
     1: lambda d: d,  # 1 -> 2: field renamed only
     2: _upgrade_2_to_3,
+    3: _upgrade_3_to_4,
 }
 DEFAULT_DIR = Path("calibration")
 
@@ -45,7 +53,8 @@ _README = (
     "bootstrap interval [low, high] over the raw samples (seed and resample count below), the run ids and the method. "
     "`proxy` maps a GPU or link the model plans for to the measured device or link standing in for it. "
     "`collectives` fit T(S) = α + S/β per collective and GPU count (β: payload bytes / time, nccl-tests' algbw); "
-    "`provenance` says where the runs came from (docs/calibration.md, \"The GPU calibration database\")."
+    "`provenance` says where the runs came from (docs/calibration.md, \"The GPU calibration database\"). "
+    "`kernel_tables` holds the measured kernel grids the step model interpolates (its `encoding` says how)."
 )
 
 
@@ -72,6 +81,9 @@ def dumps(rec: CalibrationRecord, *, one_line_points: bool = False) -> str:
         for k, v in fit.items():
             if isinstance(v, list) and all(isinstance(x, (int, float)) for x in v):
                 fit[k] = one_line(v)
+    if body.get("kernel_tables"):  # one line per block of kernel grids
+        body["kernel_tables"] = {**body["kernel_tables"],
+                                 "blocks": [one_line(b) for b in body["kernel_tables"]["blocks"]]}
     text = json.dumps(body, indent=2, sort_keys=False, allow_nan=False, ensure_ascii=False)
     for key, line in lines.items():
         text = text.replace(json.dumps(key), line, 1)
@@ -110,7 +122,7 @@ def parse_calibration(d: Any, source: str) -> CalibrationRecord:
                                        "  regenerate it with `harness calibrate` (an efficiency above 1 is a measurement or "
                                        "spec error: check the peak it is a fraction of)."]))
     if not (rec.curves or rec.links or rec.stages or rec.storage or rec.cpu_expert_flops_per_s
-            or rec.host_memory_bandwidth_bytes_per_s or rec.collectives):
+            or rec.host_memory_bandwidth_bytes_per_s or rec.collectives or rec.kernel_tables):
         raise HarnessError(f"{source}: the calibration holds no constants (no curves, links, collectives, stages, storage, "
                            "C_C or B_D); "
                            "calibrate from runs that measured something (`harness micro run`, then `harness calibrate`).")

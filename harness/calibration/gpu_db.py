@@ -19,6 +19,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 from datetime import date
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -33,7 +34,9 @@ DB_ENV = "HARNESS_CALIBRATION_DB"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DB_DIR = REPO_ROOT / "calibration" / "gpus"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-ENTRY_SIZE_WARN_BYTES = 256 * 1024  # entries are summaries; a bigger one means raw rows slipped in
+# entries are summaries and compressed kernel grids (about 300-450 KiB for an engine's full aiconfigurator tables); a
+# bigger one means raw rows slipped in
+ENTRY_SIZE_WARN_BYTES = 1024 * 1024
 
 
 def db_dir(given: str | Path | None = None) -> Path:
@@ -113,7 +116,7 @@ def load_entry(path: str | Path, today: date | None = None) -> DbEntry:
     fix = (f"restore it (`git checkout -- {shown_path(p)}`) or file it again (`harness calibrate RUNS --into-db`), "
            "or remove it")
     try:
-        rec = load_calibration(p)
+        rec = _load_record(p)
     except HarnessError as exc:
         if str(exc).endswith("upgrade the harness."):  # written by a newer harness: the entry is fine, the code is old
             raise HarnessError(f"GPU calibration database: entry {shown_path(p)}: {exc}".replace(f"{p}: ", "")) from None
@@ -129,6 +132,21 @@ def load_entry(path: str | Path, today: date | None = None) -> DbEntry:
                            f"says {prov.gpu}/{prov.family}; {fix}.")
     age = ((today or date.today()) - date.fromisoformat(prov.date)).days
     return DbEntry(p, gpu, family, rec, prov, age)
+
+
+def _load_record(p: Path) -> CalibrationRecord:
+    """The entry's record, parsed once per file version (path, size, modification time): an entry with kernel grids is
+    half a megabyte of JSON, and every prediction picks one."""
+    try:
+        st = p.stat()
+    except OSError:
+        return load_calibration(p)  # says the file does not exist
+    return _load_record_at(str(p.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _load_record_at(path: str, size: int, mtime_ns: int) -> CalibrationRecord:
+    return load_calibration(path)
 
 
 def entries(gpu: str | None = None, *, db_dir: str | Path | None = None, today: date | None = None) -> list[DbEntry]:
@@ -213,8 +231,8 @@ def file_entry(rec: CalibrationRecord, *, db_dir: str | Path | None = None, repl
     if size > ENTRY_SIZE_WARN_BYTES:
         import sys
 
-        print(f"warning: {shown_path(path)} is {size / 1024:.0f} KiB; a database entry should hold summary constants "
-              "and curves, not raw rows.", file=sys.stderr)
+        print(f"warning: {shown_path(path)} is {size / 1024:.0f} KiB; a database entry should hold summary constants, "
+              "curves and compressed kernel grids, not raw rows.", file=sys.stderr)
     return load_entry(path)
 
 
@@ -224,8 +242,9 @@ SIGNIFICANT_DIGITS = 5
 def _round(x: Any) -> Any:
     if isinstance(x, float) and math.isfinite(x) and not x.is_integer():  # sizes, batches, token counts stay exact
         return float(f"{x:.{SIGNIFICANT_DIGITS}g}")
-    if isinstance(x, dict):  # times of day are identities, not measurements: kept whole
-        return {k: v if k.endswith("_unix_s") else _round(v) for k, v in x.items()}
+    if isinstance(x, dict):  # times of day are identities, not measurements: kept whole; kernel grids are stored at
+        # their own step (harness.model.kernel_tables_codec)
+        return {k: v if k.endswith("_unix_s") or k == "kernel_tables" else _round(v) for k, v in x.items()}
     if isinstance(x, list):
         return [_round(v) for v in x]
     return x
@@ -310,4 +329,12 @@ def summary_rows(found: Sequence[DbEntry]) -> list[dict[str, Any]]:
     return [{"path": shown_path(e.path), "gpu": e.gpu, "family": e.family, "date": e.date, "age_days": e.age_days,
              "describe": e.describe(), "provenance": e.provenance.to_dict(),
              "curves": len(e.record.curves), "links": len(e.record.links), "collectives": len(e.record.collectives),
-             "bytes": e.path.stat().st_size} for e in found]
+             "kernel_grids": grid_count(e.record.kernel_tables), "bytes": e.path.stat().st_size} for e in found]
+
+
+def grid_count(tables: Any) -> int:
+    """Kernel grids an entry carries (GEMM dtypes, attention shapes, all-reduce sizes, MoE and MLA shapes); 0 without."""
+    if tables is None:
+        return 0
+    return sum(len(getattr(tables, op)) for op in ("gemm", "decode_attention", "prefill_attention", "allreduce", "moe",
+                                                   "mla_decode", "mla_prefill"))

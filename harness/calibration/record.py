@@ -13,6 +13,8 @@ from typing import Any, Literal
 import numpy as np
 
 from harness.errors import HarnessError
+from harness.model.kernel_tables import KernelTables
+from harness.model.kernel_tables_codec import tables_from_dict, tables_to_dict
 
 Which = Literal["value", "low", "high"]
 
@@ -444,6 +446,8 @@ class CalibrationRecord:
     collectives: tuple[CollectiveFit, ...] = ()  # all-reduce and other collectives by size (schema 3)
     provenance: Provenance | None = None  # where the runs came from (schema 3; required in calibration/gpus/)
     reference_model: str = ""  # the model whose shapes kernel grids (imported kernel data) were read at; "" = none
+    # the measured kernel grids the step model interpolates (schema 4; harness.model.kernel_tables_codec), or None
+    kernel_tables: KernelTables | None = None
 
     def collective(self, op: str, num_gpus: int, implementation: str | None = None) -> CollectiveFit | None:
         """The fit of `op` at `num_gpus`, of `implementation` when given, else the fastest at 1 MiB."""
@@ -493,6 +497,7 @@ class CalibrationRecord:
             "stages": [s.to_dict() for s in self.stages], "collectives": [c.to_dict() for c in self.collectives],
             "provenance": self.provenance.to_dict() if self.provenance else None,
             "reference_model": self.reference_model, "warnings": list(self.warnings),
+            "kernel_tables": tables_to_dict(self.kernel_tables) if self.kernel_tables is not None else None,
         }
 
     @classmethod
@@ -521,4 +526,6 @@ class CalibrationRecord:
             collectives=_each(d, "collectives", CollectiveFit.from_dict),
             provenance=at("provenance", Provenance.from_dict, d["provenance"]) if d.get("provenance") is not None else None,
             reference_model=str(d.get("reference_model") or ""),
+            kernel_tables=(at("kernel_tables", tables_from_dict, d["kernel_tables"])
+                           if d.get("kernel_tables") is not None else None),
         )

@@ -21,6 +21,8 @@ from microbench.params import parse_params
 # stored table names, as the microbenchmarks and the importers write them (harness.store)
 CASE_TABLE = "micro_cases"
 SAMPLE_TABLE = "micro_samples"
+# the run's measured kernel grids for the step model (harness.model.kernel_tables_codec), filed into database entries
+KERNEL_TABLES_FILE = "kernel_tables.json"
 # suites whose cases calibration reads, through the typed params records of microbench/params.py
 CALIBRATION_SUITES = ("decode", "gemm", "transfer", "moe", "storage", "stage")
 # imported kernel grids (harness/importers/aic.py): hundreds of thousands of cases; harness.calibration.kernel_grid reads
@@ -40,6 +42,7 @@ class MachineRuns:
     samples: Any  # pandas DataFrame: run_id, case_id, time_s
     warnings: tuple[str, ...]
     manifests: tuple[Any, ...] = ()  # harness.records.RunManifest of each usable run (provenance of a database entry)
+    kernel_tables: dict[str, Any] | None = None  # the newest run's kernel grids (KERNEL_TABLES_FILE), as stored
 
 
 def device_key(device: str, gpu_name: str | None) -> str:
@@ -170,4 +173,14 @@ def load_machine_runs(path: str | Path, kind: str | tuple[str, ...] = ("micro", 
         warnings.append(f"{n} case(s) were unstable (CV above threshold); their intervals are wide — rerun them on an idle machine")
     samples = pd.concat(sframes, ignore_index=True) if sframes else pd.DataFrame(columns=["case_id", "time_s", "run_id"])
     return MachineRuns(machines[0], facts, tuple(refs), gpu_name, cases, samples, tuple(warnings),
-                       tuple(r.manifest for r in usable))
+                       tuple(r.manifest for r in usable), _kernel_tables(usable))
+
+
+def _kernel_tables(runs: list[Any]) -> dict[str, Any] | None:
+    """The kernel grids of the newest run that holds them (an import of kernel data writes them), or None."""
+    for r in sorted(runs, key=lambda r: float(r.manifest.created_unix_s), reverse=True):
+        try:
+            return r.json(KERNEL_TABLES_FILE)
+        except FileNotFoundError:
+            continue
+    return None

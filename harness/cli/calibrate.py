@@ -54,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def list_db(directory: str | None, as_json: bool) -> int:
-    from harness.calibration.gpu_db import db_dir, entries, shown_path, summary_rows
+    from harness.calibration.gpu_db import db_dir, entries, grid_count, shown_path, summary_rows
 
     found = entries(db_dir=directory)
     if as_json:
@@ -65,6 +65,7 @@ def list_db(directory: str | None, as_json: bool) -> int:
         return 0
     for e in found:
         what = [f"{len(e.record.curves)} curves"] + ([f"{len(e.record.links)} links"] if e.record.links else []) + (
-            [f"{len(e.record.collectives)} collectives"] if e.record.collectives else [])
+            [f"{len(e.record.collectives)} collectives"] if e.record.collectives else []) + (
+            [f"{grid_count(e.record.kernel_tables)} kernel grids"] if e.record.kernel_tables is not None else [])
         print(f"{e.gpu:14s} {e.family:24s} {e.describe()} [{', '.join(what)}]")
     return 0

@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     dv = sub.add_parser("import-device", help="file a returned device-check run.tar.gz into results/ under the device's "
                         "machine name")
-    dv.add_argument("tarball", help="run.tar.gz from microbench/device_check.sh's output folder")
+    dv.add_argument("tarball", help="run.tar.gz from microbench/device_check.sh's output folder, or that folder")
     dv.add_argument("--out", default="results", help="results directory (default: results/)")
     dv.add_argument("--into-db", default=None, metavar="DIR",
                     help="GPU calibration database the runs are fitted and filed into (default: calibration/gpus/, or "

@@ -22,8 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     s = sub.add_parser("silicon", help="predict aiconfigurator's measured serving rows of one system, beside aiconfigurator")
     s.add_argument("--system", required=True, help="the rows' system, e.g. h200_sxm (only its rows are read)")
     s.add_argument("--csv", default=None, help="rows file (default: the installed aiconfigurator's silicon_sample.csv)")
-    s.add_argument("--calibration", default="aic", help="our constants: aic (imported kernel tables, default), db, none, "
-                   "auto, or a calibration file")
+    s.add_argument("--calibration", default="auto", help="our constants: auto (the GPU's database entry and its kernel "
+                   "grids, as harness predict; default), db, aic (the installed aiconfigurator's kernel tables), none, or a "
+                   "calibration file")
     s.add_argument("--kernel-data", default=None, metavar="DIR", help="aiconfigurator_core/systems/data (default: installed)")
     s.add_argument("--no-aic", action="store_true", help="skip aiconfigurator's own predictions")
     s.add_argument("--limit", type=int, default=None, help="only the first N rows (a quick look)")

@@ -30,6 +30,11 @@ of its timed runs after warm-up, CUDA events; no raw samples and no L2 flush are
   (collect_nccl.py stores bytes // bytes_per_element; the custom all-reduce collector sizes its
   tensor in elements), so size_bytes = message_size · element bytes.
 
+Beside the cases, each run holds `kernel_tables.json`: the step model's interpolation tables built from the same files
+(harness.importers.aic_grids; the newest version folder holding each table, or ENGINE@VERSION's), which `harness
+calibrate --into-db` files into the database entry, so `harness predict`'s default calibration reads the same kernels as
+`--calibration aic`. Every parquet file is read through harness.importers.aic_files (the one reader).
+
 Per engine, the newest version that holds both GEMM and attention tables is read (`ENGINE@VERSION`
 picks another), with the engine's all-reduce, MoE and the system's NCCL version (its YAML's
 `misc.nccl_version`, else the newest). Every case is judged against our GPU spec's peak (the device
@@ -49,6 +54,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from harness.errors import HarnessError
+from harness.importers.aic_files import REQUIRED, data_root, database_name, read_table, systems, version_key, versions
 
 TOOL = "aiconfigurator"
 ENGINES = ("trtllm", "vllm", "sglang")
@@ -71,78 +77,11 @@ PEAK_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp8_block": "fp8", 
 NVLINK_OF = {"a100-80gb-sxm": "nvlink-a100", "a100-40gb-sxm": "nvlink-a100", "h100-sxm": "nvlink-h100",
              "h200-sxm": "nvlink-h100"}
 
-_REQUIRED = {
-    "gemm_perf": ("device", "gemm_dtype", "m", "n", "k", "latency"),
-    "context_attention_perf": ("device", "batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim",
-                               "kv_cache_dtype", "step", "latency"),
-    "generation_attention_perf": ("device", "batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim",
-                                  "kv_cache_dtype", "step", "latency"),
-    "moe_perf": ("device", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
-                 "moe_ep_size", "distribution", "latency"),
-    "nccl_perf": ("op_name", "nccl_dtype", "num_gpus", "message_size", "latency"),
-    "custom_allreduce_perf": ("device", "allreduce_dtype", "num_gpus", "message_size", "latency"),
-}
+_REQUIRED = REQUIRED  # the columns each table must have (harness.importers.aic_files)
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 
 
 # ---------------------------------------------------------------- where the data is
-
-
-def installed_data_root() -> Path:
-    """systems/data of the installed aiconfigurator_core package (found without importing it)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("aiconfigurator_core")
-    if spec is None or not spec.submodule_search_locations:
-        raise HarnessError("aiconfigurator is not installed: `pip install -e '.[aic]'` (or `pip install "
-                           "'aiconfigurator==0.12.0'`), or give the path of its systems/data directory.")
-    return Path(list(spec.submodule_search_locations)[0]) / "systems" / "data"
-
-
-def data_root(path: str | Path | None = None) -> Path:
-    """The systems/data directory: of the installed package, or the one `path` names (the package directory, its
-    systems/ or systems/data/ directory, or one system's data/<system>/ directory's parent)."""
-    if path is None:
-        root = installed_data_root()
-    else:
-        p = Path(path)
-        cands = [p / "systems" / "data", p / "data", p, p / "aiconfigurator_core" / "systems" / "data"]
-        root = next((c for c in cands if c.is_dir() and any(_is_system(d) for d in c.iterdir() if d.is_dir())), None)
-        if root is None:
-            if p.is_dir() and _is_system(p):
-                return p.parent
-            raise HarnessError(f"aiconfigurator import: {str(p)!r} holds no aiconfigurator kernel data (no "
-                               "<system>/<op>/<engine>/<version>/*.parquet below it); give aiconfigurator_core's "
-                               "systems/data directory, or leave the path out to read the installed package.")
-    if not root.is_dir():
-        raise HarnessError(f"aiconfigurator import: {root} does not exist; reinstall aiconfigurator-core.")
-    return root
-
-
-def _is_system(d: Path) -> bool:
-    return any(d.glob("*/*/*/*.parquet"))
-
-
-def systems(root: Path) -> list[str]:
-    return sorted(d.name for d in root.iterdir() if d.is_dir() and _is_system(d))
-
-
-def _version_key(v: str) -> tuple:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return (1, Version(v))
-    except InvalidVersion:
-        return (0, v)
-
-
-def _versions(root: Path, system: str, op: str, engine: str, table: str) -> list[str]:
-    """Versions of `engine` holding `table` for `op`, newest first (a reuse.yaml-only folder holds no data)."""
-    d = root / system / op / engine
-    if not d.is_dir():
-        return []
-    have = [v.name for v in d.iterdir() if (v / f"{table}.parquet").is_file()]
-    return sorted(have, key=_version_key, reverse=True)
 
 
 @dataclass(frozen=True)
@@ -184,8 +123,8 @@ def _yaml(p: Path) -> Any:
 
 def select(root: Path, system: str, engine: str, version: str | None = None) -> Selection | None:
     """The tables of `engine` on `system`: the newest version with GEMM and attention tables (or `version`)."""
-    gemm = _versions(root, system, "gemm", engine, "gemm_perf")
-    attn = _versions(root, system, "attention", engine, "generation_attention_perf")
+    gemm = versions(root, system, "gemm", engine, "gemm_perf")
+    attn = versions(root, system, "attention", engine, "generation_attention_perf")
     notes: list[str] = []
     if version is None:
         both = [v for v in gemm if v in attn]
@@ -198,21 +137,21 @@ def select(root: Path, system: str, engine: str, version: str | None = None) -> 
         else:
             return None
     elif version not in gemm and version not in attn:
-        have = sorted(set(gemm) | set(attn), key=_version_key, reverse=True)
+        have = sorted(set(gemm) | set(attn), key=version_key, reverse=True)
         raise HarnessError(f"aiconfigurator import: {engine} {version} has no GEMM or attention table on {system}; "
                            f"it has {', '.join(have) or 'none'}.")
     files: dict[str, Path] = {}  # aiconfigurator's table name -> its parquet file
     for op, table in (("gemm", "gemm_perf"), ("attention", "context_attention_perf"),
                       ("attention", "generation_attention_perf"), ("moe", "moe_perf"),
                       ("comm", "custom_allreduce_perf")):
-        vs = _versions(root, system, op, engine, table)
+        vs = versions(root, system, op, engine, table)
         if not vs:
             continue
         use = version if version in vs else vs[0]
         if use != version:
             notes.append(f"{table}: {engine} {version} has none on {system}; {engine} {use} read")
         files[table] = root / system / op / engine / use / f"{table}.parquet"
-    nccl = _versions(root, system, "comm", "nccl", "nccl_perf")
+    nccl = versions(root, system, "comm", "nccl", "nccl_perf")
     if nccl:
         want = str((_system_yaml(root, system).get("misc") or {}).get("nccl_version") or "")
         use = want if want in nccl else nccl[0]
@@ -224,19 +163,7 @@ def select(root: Path, system: str, engine: str, version: str | None = None) -> 
 
 
 def _read(path: Path, table: str):
-    import pandas as pd
-
-    try:
-        df = pd.read_parquet(path)
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError, ... for a damaged file
-        raise HarnessError(f"aiconfigurator import: {path} cannot be read as parquet ({type(exc).__name__}: "
-                           f"{str(exc).splitlines()[0][:160] if str(exc) else 'unreadable'}); reinstall aiconfigurator-core."
-                           ) from None
-    missing = [c for c in _REQUIRED[table] if c not in df.columns]
-    if missing:
-        raise HarnessError(f"aiconfigurator import: {path} lacks column(s) {missing} of its {table} table (has "
-                           f"{', '.join(map(str, df.columns))}); this aiconfigurator version writes another schema — "
-                           "update harness/importers/aic.py, or install aiconfigurator 0.12.0.")
+    df = read_table(path, table)
     lat = df["latency"].astype(float)
     bad = ~(np.isfinite(lat) & (lat > 0))
     return df, bad
@@ -534,20 +461,10 @@ def _collection_meta(path: Path) -> dict[str, Any]:
     return {"provenance": d.get("provenance"), "runtime": d.get("runtime")}
 
 
-def package_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("aiconfigurator-core")
-    except PackageNotFoundError:
-        return None
-
-
 def facts_of(imp: Imported, root: Path) -> dict[str, Any]:
     """What the run's manifest records of the source: the database and version, engine, tables, their metadata."""
     sel = imp.selection
-    ver = package_version() if _is_installed(root) else None
-    db = f"{TOOL} {ver}" if ver else f"{TOOL} data at {root}"
+    db = database_name(root)
     nccl = sel.tables.get("nccl_perf")
     notes = list(sel.notes)
     if nccl is not None:
@@ -568,13 +485,6 @@ def facts_of(imp: Imported, root: Path) -> dict[str, Any]:
         "rows": imp.counts, "above_peak": imp.flagged, "provenance_notes": notes,
         "latency_unit": "ms (aiconfigurator log_perf)", "message_size_unit": "elements (bytes = elements x dtype size)",
     }
-
-
-def _is_installed(root: Path) -> bool:
-    try:
-        return root.resolve() == installed_data_root().resolve()
-    except HarnessError:
-        return False
 
 
 def system_device(root: Path, system: str) -> str | None:
@@ -628,6 +538,9 @@ def import_aic(path: str | Path | None = None, system_names: Iterable[str] | Non
     """File aiconfigurator's kernel data as runs results/<system>-aic-<engine>-<version>/<run_id>/ (kind "import").
 
     One run per system and engine. Returns one summary per run filed (path, run id, machine, family, rows)."""
+    from harness.calibration.runs import KERNEL_TABLES_FILE
+    from harness.importers.aic_grids import build_tables
+    from harness.model.kernel_tables_codec import tables_to_dict
     from harness.records import new_manifest
     from harness.store import RunWriter
 
@@ -658,8 +571,11 @@ def import_aic(path: str | Path | None = None, system_names: Iterable[str] | Non
                 notes=[f"imported from {facts['kernel_database']} ({system}, {engine} {sel.version}); host fields describe "
                        "the importing machine, tool_facts the source"],
             )
+            tables = build_tables(root, system, spec_name_for_device(imp.gpu_name), engine, version)
             with RunWriter(manifest, out) as w:
                 w.append("micro_cases", imp.cases)
+                # the step model's kernel grids of the same tables, filed with the run into database entries
+                w.write_json(KERNEL_TABLES_FILE, tables_to_dict(tables))
                 if imp.samples:
                     w.append("micro_samples", imp.samples)
                 if imp.skips:

@@ -31,14 +31,20 @@ def _safe_members(tar: tarfile.TarFile, source: str) -> list[tarfile.TarInfo]:
     return out
 
 
+TARBALL = "run.tar.gz"  # what microbench/device_check.sh leaves in its output folder
+
+
 def import_device_run(tarball: str | Path, out: str | Path = "results") -> dict[str, Any]:
-    """File every run of `tarball` under out/<machine>/<run_id>/; returns what was filed."""
+    """File every run of `tarball` (a run.tar.gz, or the output folder holding it) under out/<machine>/<run_id>/;
+    returns what was filed."""
     from harness.store import iter_runs
 
     src = Path(tarball)
+    if src.is_dir() and (src / TARBALL).is_file():  # the device check's output folder ($OUT, the run's files_at)
+        src = src / TARBALL
     if not src.is_file():
         raise HarnessError(f"import-device: {str(src)!r} does not exist; give the run.tar.gz that microbench/device_check.sh "
-                           "left in its output folder.")
+                           "left in its output folder, or that folder.")
     try:
         tar = tarfile.open(src, "r:*")
     except (tarfile.TarError, OSError) as exc:

@@ -348,7 +348,8 @@ def _memory(s: Scenario, model: ModelSpec, work: Workload) -> MemoryCheck:
                          f"HBM{where}; prefill capacity 0 on this GPU type{more}")
         per_gpu[p.gpu] = GpuMemoryFit(hbm_capacity_bytes=get_gpu(p.gpu).hbm_capacity_bytes, decode_fits=d_need <= cap,
                                       prefill_fits=p_need <= cap, max_decode_batch=max_b, planned_decode_batch=planned,
-                                      note="; ".join(notes) or None, tensor_parallel=p.tp if p.tp > 1 else None)
+                                      note="; ".join(notes) or None, tensor_parallel=p.tp if p.tp > 1 else None,
+                                      expert_parallel=p.ep if p.ep > 1 else None)
     return MemoryCheck(weight_bytes=w_bytes, decode_side_bytes=d_need, prefill_side_bytes=p_need, per_gpu=per_gpu)
 
 

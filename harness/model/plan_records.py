@@ -59,6 +59,7 @@ class GpuMemoryFit:
     planned_decode_batch: int  # min(scenario batch, max_decode_batch): the batch its stage rates use (0: no decode)
     note: str | None = omit_none()  # what does not fit and what the plan did about it
     tensor_parallel: int | None = omit_none()  # cards per instance when > 1: the batch and fits are one instance's
+    expert_parallel: int | None = omit_none()  # EP groups the instance's experts are spread over, when > 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@
 | choice | source | label |
 |---|---|---|
 | `auto` | the GPU's entry in the calibration database (calibration/gpus/, harness.calibration.gpu_db) when it has one, else the installed aiconfigurator's kernel tables for the GPU and engine, else the datasheet | as below |
-| `db` | the database entry (refused when the GPU has none) | its kind: imported kernel data / our microbenchmarks, with its date and age |
+| `db` | the database entry (refused when the GPU has none): its kernel grids when it carries them (schema 4: the same tables `aic` reads, so the same step model), else its fitted constants | its kind: imported kernel data / our microbenchmarks, with its date and age |
 | `aic` | aiconfigurator's per-operation tables, read from the installed package (harness.predict.kernel_data) | imported kernel data (tables) |
 | `none` | the datasheet at the chapter's 50 % | uncalibrated |
 | a file path | a calibration file written by `harness calibrate` | our microbenchmarks (or what its provenance says) |
@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +57,38 @@ def _gpu_db() -> Any | None:
 
 
 def _from_db_entry(entry: Any, gpu: str, engine: str | None = None) -> StepConstants:
-    """A database entry (harness.calibration.gpu_db.DbEntry) as the step model's constants: the GEMMs' compute efficiency
+    """A database entry (harness.calibration.gpu_db.DbEntry) as the step model's constants: its measured kernel grids
+    when it carries them (schema 4: the same tables `--calibration aic` reads, so the same step model), else (schema 3)
+    its fitted constants. An operator family the grids do not hold at all (no GEMM grid, no attention grid: another GPU
+    generation's kernels, said in the grids' notes) takes the entry's fitted constants; within a family the grids
+    hold, a shape they lack falls back as `aic` does (the datasheet's 50 %)."""
+    fitted = _from_fitted_constants(entry, gpu, engine)
+    tables = getattr(entry.record, "kernel_tables", None)
+    if tables is None:
+        return fitted
+    plain = KernelConstants(gpu)
+    kc = dataclasses.replace(fitted.constants, source=f"calibration database entry {entry.describe()}")
+    from_fits = []
+    if tables.gemm:
+        kc = dataclasses.replace(kc, gemm={})
+    else:
+        from_fits.append("GEMM")
+    if tables.decode_attention or tables.prefill_attention or tables.mla_decode or tables.mla_prefill:
+        kc = dataclasses.replace(kc, attention_compute_efficiency=plain.attention_compute_efficiency,
+                                 attention_bandwidth_efficiency=plain.attention_bandwidth_efficiency)
+    else:
+        from_fits.append("attention")
+    if not tables.allreduce and fitted.tables is not None:
+        tables = dataclasses.replace(tables, allreduce=fitted.tables.allreduce)
+        from_fits.append("all-reduce")
+    label = (f"database entry {entry.describe()}; kernel grids ({tables.source.removeprefix('imported kernel data: ')})"
+             + (f"; its fitted constants for {', '.join(from_fits)} (no grid)" if from_fits else "")
+             + "".join(f"; {n}" for n in tables.notes))
+    return StepConstants(fitted.kind, label, kc, tables)
+
+
+def _from_fitted_constants(entry: Any, gpu: str, engine: str | None = None) -> StepConstants:
+    """An entry without kernel grids (schema 3 and older) as the step model's constants: the GEMMs' compute efficiency
     per dtype read at 8192 tokens per card, their weight-streaming efficiency as the entry's decode bandwidth efficiency
     at batch 1 (its shortest measured context), the attention's as the decode bandwidth efficiency at batch 64 and
     context 2048, and the all-reduce read off its fitted collectives (the measured sizes, interpolated; the engine's own
@@ -109,7 +141,7 @@ def step_constants(choice: str, gpu: str, engine: str, *, kernel_data: str | Non
             if choice == "aic":
                 raise
             return uncalibrated(gpu)
-        label = t.source.removeprefix("imported kernel data: ")
+        label = t.source.removeprefix("imported kernel data: ") + "".join(f"; {n}" for n in t.notes)
         return StepConstants("imported kernel data", label, KernelConstants(gpu, source=t.source, calibrated=True), t)
     p = Path(choice)
     if p.is_file():

@@ -417,7 +417,7 @@ def read_rows(path: Path, system: str) -> list[dict[str, Any]]:
     return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in sub.to_dict("records")]
 
 
-def validate_silicon(system: str, *, csv: str | None = None, calibration: str = "aic", with_aic: bool = True,
+def validate_silicon(system: str, *, csv: str | None = None, calibration: str = "auto", with_aic: bool = True,
                      kernel_data: str | None = None, limit: int | None = None) -> SiliconValidation:
     """Predict every row of `system` (ours and aiconfigurator's) and summarise the errors per engine × model × mode."""
     t0, c0 = time.perf_counter(), time.process_time()

@@ -104,10 +104,21 @@ class PoolSpec(_Strict):
     gpu: str
     count: Annotated[int, Field(ge=1)]  # cards; the size of the PD search is bounded by the model (capacity.MAX_PD_ALLOCATIONS)
     tp: Annotated[int, Field(ge=1, le=64)] = 1  # cards per instance (tensor parallel); count must be a multiple
+    # MoE experts over `ep` groups of tp/ep cards of the instance (harness.model.parallel.Parallel: moe_tp × ep = tp)
+    ep: Annotated[int, Field(ge=1, le=64)] = 1
+    pp: Annotated[int, Field(ge=1)] = 1  # pipeline stages: only 1 is planned (refused with the fix otherwise)
     link: LinkName | None = None  # the cards' link for the all-reduces (default: the GPU's NVLink / PCIe, specs.links)
 
     @model_validator(mode="after")
     def _whole_instances(self) -> "PoolSpec":
+        if self.pp > 1:
+            raise ValueError(f"pp = {self.pp}: pipeline parallelism is not planned by the capacity model (its instances "
+                             "are tensor-parallel groups, §9.1.1); give pp = 1 (or leave it out) and split the model with "
+                             "tp, and ep for a MoE model")
+        if self.tp % self.ep:
+            ok = ", ".join(str(e) for e in range(1, self.tp + 1) if self.tp % e == 0)
+            raise ValueError(f"ep = {self.ep} does not divide tp = {self.tp}: the experts are spread over the instance's "
+                             f"{self.tp} cards in ep groups of tp/ep cards; give ep = one of {ok} (or a larger tp)")
         if self.count % self.tp:
             raise ValueError(f"count = {self.count} cards do not form whole TP{self.tp} instances; give a multiple of "
                              f"{self.tp} or another tp")
@@ -262,16 +273,31 @@ class Scenario(_Strict):
                 if k % pool.tp:
                     raise ValueError(f"reference allocation {ref.name!r} puts {k} {g} in P, not whole TP{pool.tp} instances; "
                                      f"give a multiple of {pool.tp}")
-        if any(p.tp > 1 for p in self.pools):
+        if any(p.tp > 1 or p.ep > 1 for p in self.pools):
             try:
                 m = get_model(w.model)
             except HarnessError as exc:
                 raise ValueError(str(exc).rstrip(".")) from None
             for i, p in enumerate(self.pools):
-                problem = tensor_parallel_problem(m, p.tp, field=f"pools[{i}].tp")
+                problem = tensor_parallel_problem(m, p.tp, field=f"pools[{i}].tp") or expert_parallel_problem(m, p.ep, i)
                 if problem:
                     raise ValueError(problem)
         return self
+
+
+def expert_parallel_problem(m, ep: int, pool: int) -> str | None:
+    """Why `ep` cannot spread the experts of model `m` (None when it can): only a MoE model has experts, and `ep`
+    must divide its routed experts (they are spread evenly by index, §9.4.1)."""
+    if ep == 1:
+        return None
+    field = f"pools[{pool}].ep = {ep}"
+    if not m.is_moe:
+        return f"{field}: {m.name} is a dense model (no experts to spread); give ep = 1 (or leave it out)"
+    if m.n_routed_experts % ep:
+        ok = [e for e in (2, 4, 8, 16, 32, 64) if m.n_routed_experts % e == 0]
+        return (f"{field} does not divide the {m.n_routed_experts} routed experts of {m.name}; give ep = one of "
+                f"{', '.join(map(str, ok)) or '1'} that also divides tp")
+    return None
 
 
 M = TypeVar("M", bound=BaseModel)

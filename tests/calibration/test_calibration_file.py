@@ -19,7 +19,7 @@ def test_calibrate_cli_writes_a_readable_versioned_file(tmp_path, capsys):
     assert "decode_bandwidth_efficiency on h200-sxm" in text and "link pcie:h2d:pinned" in text and "C_C" in text
     raw = out.read_text()
     d = json.loads(raw)
-    assert d["format"] == "harness-calibration" and d["schema_version"] == SCHEMA_VERSION == 3
+    assert d["format"] == "harness-calibration" and d["schema_version"] == SCHEMA_VERSION == 4
     assert "readme" in d and raw.count("\n") > 100  # indented, one field per line
     assert d["machine"] == "synthetic-h200" and len(d["runs"]) == 2
     rec = load_calibration(out)

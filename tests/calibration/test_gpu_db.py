@@ -138,7 +138,8 @@ def test_a_newer_schema_is_refused(tmp_path, filed):
     body["schema_version"] = SCHEMA_VERSION + 1
     (tmp_path / "h200-sxm").mkdir()
     (tmp_path / "h200-sxm" / "cuda.json").write_text(json.dumps(body))
-    with pytest.raises(HarnessError, match=r"schema_version 4 is newer than this harness understands \(3\); upgrade the harness\.$"):
+    with pytest.raises(HarnessError, match=rf"schema_version {SCHEMA_VERSION + 1} is newer than this harness understands \({SCHEMA_VERSION}\); "
+                       r"upgrade the harness\.$"):
         gpu_db.pick("h200-sxm", db_dir=tmp_path)
 
 
@@ -199,6 +200,20 @@ def test_import_device_files_its_runs_into_the_database(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and len(out["runs"]) == 2 and all(d["filed"] for d in out["database"])
     assert gpu_db.pick("h200-sxm", db_dir=tmp_path / "db").family == "cuda"
+
+
+def test_a_device_check_output_folder_is_filed_into_the_database_by_one_command(tmp_path, capsys):
+    """The folder a device check returns ($OUT, holding run.tar.gz) goes into results/ and the database in one call."""
+    out_dir = tmp_path / "device-out"
+    out_dir.mkdir()
+    _device_tarball(tmp_path).rename(out_dir / "run.tar.gz")
+    code = main(["micro", "import-device", str(out_dir), "--out", str(tmp_path / "r"), "--into-db", str(tmp_path / "db")])
+    out = capsys.readouterr().out
+    assert code == 0 and out.count("filed ") == 2
+    assert f"into the GPU calibration database: {tmp_path / 'db' / 'h200-sxm' / 'cuda.json'}" in out
+    e = gpu_db.pick("h200-sxm", db_dir=tmp_path / "db")
+    # each run is fitted and filed on its own (the later one of a GPU and family is the entry)
+    assert e.family == "cuda" and set(e.provenance.run_ids) <= {p.name for p in (tmp_path / "r").glob("*/*")}
 
 
 def test_import_device_keeps_the_run_when_it_cannot_be_filed(tmp_path, capsys, monkeypatch):

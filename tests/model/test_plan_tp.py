@@ -65,3 +65,46 @@ def test_the_chapter_scenarios_load_by_the_names_model_list_prints():
     assert load_scenario("ch9-hetero-pd.toml").name == "ch9-hetero-pd"
     with pytest.raises(HarnessError, match="does not exist"):
         load_scenario("ch9-no-such")
+
+
+# ---- expert parallelism (`ep`) in MoE pools
+
+MOE = "qwen3-235b-a22b"  # 128 routed experts, 64 query and 4 KV heads
+
+
+def test_ep_spreads_the_experts_over_the_instance_and_keeps_the_first_order_stage():
+    tp8 = plan(_scenario(8, gpu="h200-sxm", model=MOE))
+    ep8 = plan(_scenario(8, gpu="h200-sxm", model=MOE, ep=8))
+    fit = ep8.memory.per_gpu["h200-sxm"]
+    assert fit.tensor_parallel == 8 and fit.expert_parallel == 8 and tp8.memory.per_gpu["h200-sxm"].expert_parallel is None
+    # per card the same expert weight bytes and FLOPs (whole experts on 1/ep of the cards or 1/tp of every expert):
+    # at the first order (§9.2.3) the stage and the memory fit do not change; routing skew is §9.4.1's (ep-skew)
+    a, b = tp8.stage_rates["h200-sxm"], ep8.stage_rates["h200-sxm"]
+    assert (b.decode_step_s, b.prefill_s_per_request) == (a.decode_step_s, a.prefill_s_per_request)
+    assert fit.max_decode_batch == tp8.memory.per_gpu["h200-sxm"].max_decode_batch
+
+
+@pytest.mark.parametrize("edit, match", [
+    (dict(tp=8, ep=3), r"ep = 3 does not divide tp = 8: .*give ep = one of 1, 2, 4, 8"),
+    (dict(tp=8, ep=16, count=16), r"ep = 16 does not divide tp = 8"),
+    (dict(tp=8, ep=8, model=HF), r"pools\[0\]\.ep = 8: llama-3.1-70b.* is a dense model \(no experts to spread\); give ep = 1"),
+    (dict(tp=2, ep=2, count=2, model="deepseek-v3", gpu="h200-sxm", experts=True), None),
+    (dict(tp=8, pp=2, count=16), r"pp = 2: pipeline parallelism is not planned by the capacity model.*give pp = 1"),
+])
+def test_bad_ep_or_pp_is_refused_with_the_field_and_the_fix(edit, match):
+    edit = dict(edit)
+    if edit.pop("experts", False):  # a valid ep on a MoE model (256 experts) loads
+        assert _scenario(**edit).pools[0].ep == 2
+        return
+    with pytest.raises(HarnessError, match=match):
+        _scenario(**edit)
+
+
+def test_ep_that_does_not_divide_the_experts_is_refused():
+    from harness.specs.models import get_model
+    from harness.specs.scenario import expert_parallel_problem
+
+    m = get_model(MOE)
+    assert expert_parallel_problem(m, 8, 0) is None
+    assert "pools[1].ep = 3 does not divide the 128 routed experts of qwen3-235b-a22b; give ep = one of 2, 4, 8" in \
+        expert_parallel_problem(m, 3, 1)
