@@ -20,6 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.store import Run
+from workloads.artifact import load_artifact
+from workloads.extras_options import GPU_NVML_MODES, ExtrasOptions, check_extras, load_config_fields, parse_gpu_metrics_url
+from workloads.profiler import parse_profile_window
+from workloads.run_extras import extra_lines, run_extras
 
 DEFAULT_INPUT_TOKENS = 128
 DEFAULT_OUTPUT_TOKENS = 64
@@ -61,6 +66,26 @@ def add_locust_arguments(parser: Any) -> None:
     a("--slo-ttft-s", type=float, default=None)
     a("--slo-tpot-s", type=float, default=None)
     a("--ignore-eos", action="store_true", help="send ignore_eos: true (vLLM, SGLang, the embedded target) so outputs reach max_tokens")
+    add_extras_arguments(parser.add_argument_group("llm-dist-harness: GPU telemetry, engine profile, early stop",
+                                                   "beside the requests (docs/loadgen.md); set on the command line or in the "
+                                                   "config file"))
+
+
+def add_extras_arguments(g: Any) -> None:
+    """GPU telemetry, the engine profile window and the over-saturation cut, as bench-pd has them
+    (workloads.extras_options). Not in the web UI's form: a repeatable option does not fit it."""
+    a = g.add_argument
+    a("--gpu-metrics-url", action="append", default=[], metavar="[ROLE=]URL", help="a DCGM exporter's /metrics to sample GPU "
+      "telemetry from (repeatable; ROLE prefill or decode for a PD pool)")
+    a("--gpu-nvml", default="auto", choices=GPU_NVML_MODES, help="sample this host's GPUs through NVML (auto: when --host is "
+      "on this host and NVML sees a GPU)")
+    a("--gpu-metrics-interval-s", type=float, default=1.0, help="GPU telemetry sampling period (default 1 s)")
+    a("--profile-window", default=None, metavar="START:END", help="call the target's /start_profile and /stop_profile from "
+      "START to END seconds into the measurement window (vLLM, SGLang and the embedded target answer them)")
+    a("--profile-dir", default=None, help="with --profile-window: sent as output_dir (where SGLang and the embedded target "
+      "write the trace)")
+    a("--early-stop", action="store_true", help="open loop (--request-rate): cut the run short when it is over-saturated "
+      "(workloads/oversaturation.py); requests not yet sent are recorded as not_sent")
 
 
 _REGISTERED = False
@@ -123,6 +148,19 @@ def _build_artifact(opts: Any, duration_s: float, workdir: Path) -> Path:
     return save_artifact(art, workdir)
 
 
+def extras_options(opts: Any, warmup_s: float) -> ExtrasOptions:
+    """The GPU telemetry, profile window and early-stop options as given (checked; a closed loop has no rate to judge)."""
+    x = ExtrasOptions(gpu_metrics=[parse_gpu_metrics_url(u) for u in getattr(opts, "gpu_metrics_url", None) or []],
+                      gpu_nvml=getattr(opts, "gpu_nvml", None) or "auto",
+                      gpu_interval_s=_opt(opts, "gpu_metrics_interval_s", float, 1.0),
+                      profile_window=parse_profile_window(getattr(opts, "profile_window", None)),
+                      profile_dir=getattr(opts, "profile_dir", None) or None, early_stop=bool(getattr(opts, "early_stop", False)),
+                      warmup_s=warmup_s)
+    check_extras(x, closed_loop=_opt(opts, "request_rate", float) is None,
+                 closed_loop_flag="a run without --request-rate (closed loop, -u users)")
+    return x
+
+
 def _load_mode_label(opts: Any) -> str:
     """What kind of run this is, as the report and the console say it."""
     users, spawn = int(opts.num_users or 1), getattr(opts, "spawn_rate", None)
@@ -175,6 +213,8 @@ class PlainRun:
         art_path = _build_artifact(opts, duration_s, self.workdir)
         warmup_s, auto = _warmup(opts)
         timeout_s = _opt(opts, "request_timeout_s", float, 120.0)
+        # GPU telemetry, profile window, early stop: checked before anything is sent (a window outside the run is refused)
+        extras = load_config_fields(extras_options(opts, warmup_s), load_artifact(art_path), target_url=host)
         cfg = LoadConfig(
             target_url=host, artifact_path=str(art_path), run_id=new_run_id("locust"),
             results_dir=opts.results or str(self.workdir / "results"), model=opts.model_name, api_key_env=opts.api_key_env or None,
@@ -187,7 +227,7 @@ class PlainRun:
                             "locust_spawn_rate": float(getattr(opts, "spawn_rate", None) or opts.num_users or 1),
                             "locust_run_time_s": run_time,
                             "options": {k: v for k, v in vars(opts).items() if isinstance(v, (str, int, float, bool, type(None)))}},
-            engine={"name": "external", "simulated": False, "url": host}, progress=False,
+            engine={"name": "external", "simulated": False, "url": host}, progress=False, **extras,
         )
         sim = simulated_target(host, api_key=cfg.api_key(), timeout_s=10.0)
         if sim is not None:  # a target that says it is simulated is labelled so in every output
@@ -227,7 +267,7 @@ class PlainRun:
         import gevent
 
         self.coord.wait()
-        if self.coord.done() and self.finisher is None:
+        if (self.coord.done() or self.coord.early_stop is not None) and self.finisher is None:
             self.finisher = gevent.getcurrent()
             self._end(None)
             if self.env.parsed_options.headless:
@@ -279,6 +319,8 @@ class PlainRun:
                              RuntimeError("stopped before any request was sent; nothing was measured"))
         for line in console_lines(s, self.coord.writer.path, self.coord.writer.manifest.extra.get("load_mode_label", "")):
             print(line, file=sys.stderr, flush=True)
+        for line in extras_lines(self.coord.writer.path):
+            print(f"harness: {line}", file=sys.stderr, flush=True)
         if self.coord.stop_requested:
             print(self.coord.kept_message(), file=sys.stderr, flush=True)
         if not s.valid:
@@ -298,6 +340,15 @@ def console_lines(s: Any, path: Any, mode: str) -> list[str]:
             + (f"; {unused} of the pool unused" if unused and s.load_mode == "closed-loop" else "")
             + f"; stored in {path}; {'VALID' if s.valid else 'INVALID: ' + '; '.join(s.invalid_reasons)}")
     return [head, *(f"harness: {ln}" for ln in headline_lines(s, mode))]
+
+
+def extras_lines(run_path: Any) -> list[str]:
+    """What the run recorded beside its requests (GPU telemetry in the steady phase, the profile window, an
+    over-saturation cut, prefix reuse), as bench-pd prints it; [] when its directory cannot be read."""
+    try:
+        return extra_lines(run_extras(Run(run_path)))
+    except (HarnessError, OSError):
+        return []
 
 
 def _sigterm_in_a_greenlet() -> None:

@@ -19,6 +19,7 @@ from harness.bench.progress import Progress
 from harness.bench.workload import build_workload
 from harness.errors import HarnessError
 from workloads.config import LoadConfig, SummaryOptions, check_http_url
+from workloads.extras_options import check_extras
 from workloads.summary import LoadSummary, read_summary
 from workloads.workload_spec import WorkloadSpec
 
@@ -348,17 +349,5 @@ def predict_run(twin: Any, artifact_path: str | Path, opts: BenchPdOptions) -> A
 
 
 def _check_extras(o: BenchPdOptions) -> None:
-    """The GPU telemetry, profile and early-stop options (harness.bench.load_extras)."""
-    from harness.bench.load_extras import GPU_NVML_MODES
-
-    if o.gpu_nvml not in GPU_NVML_MODES:
-        raise HarnessError(f"--gpu-nvml must be one of {', '.join(GPU_NVML_MODES)}, got {o.gpu_nvml!r}.")
-    if isinstance(o.gpu_interval_s, bool) or not isinstance(o.gpu_interval_s, (int, float)) or not 0.05 <= o.gpu_interval_s <= 60:
-        raise HarnessError(f"--gpu-metrics-interval-s must be in [0.05, 60] seconds, got {o.gpu_interval_s!r}.")
-    for ep in o.gpu_metrics:
-        check_http_url(ep.get("url"), f"--gpu-metrics-url ({ep.get('role')})")
-    if o.profile_window is None and o.profile_dir is not None:
-        raise HarnessError("--profile-dir qualifies --profile-window START:END; give the window too, or drop --profile-dir.")
-    if o.early_stop and o.concurrency is not None:
-        raise HarnessError("--early-stop judges an open-loop run against its arrival rate; --concurrency runs closed loop. "
-                           "Drop one of them.")
+    """The GPU telemetry, profile and early-stop options (workloads.extras_options)."""
+    check_extras(o, closed_loop=o.concurrency is not None)

@@ -57,6 +57,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--markdown", default=None, help="also write the report as Markdown to this file")
     p.add_argument("--log-dir", default=None, help="where the engine's log goes (default: a temporary folder)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--gpu-metrics-url", action="append", default=[], metavar="[ROLE=]URL", help="a DCGM exporter's /metrics to "
+                   "sample GPU telemetry from during the served points (repeatable; ROLE prefill or decode for a PD pool)")
+    p.add_argument("--gpu-nvml", default="auto", help="auto, on or off: sample this host's GPUs through NVML during the served "
+                   "points (auto: when the engine runs on this host and NVML sees a GPU)")
+    p.add_argument("--gpu-metrics-interval-s", type=float, default=1.0, help="GPU telemetry sampling period (default 1 s)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -124,7 +129,8 @@ def main(args: argparse.Namespace) -> int:
 def main_cpu(args: argparse.Namespace) -> int:
     # the loop and its report import the engines, the twin and the load generator (1.6-1.8 s on this host), which every
     # other verb of `harness` would otherwise pay at start-up
-    from harness.loop.run import LoopOptions, run_loop  # noqa: PLC0415
+    # (GPU telemetry's options, workloads.extras_options, alone: `import harness.cli.loop` 18-26 ms -> 97 ms)
+    from harness.loop.run import GpuTelemetryOptions, LoopOptions, run_loop  # noqa: PLC0415
 
     opts = LoopOptions(
         config=args.config, model=args.model, calibration=args.calibration, proxy=args.proxy, prompt_tokens=args.prompt_tokens,
@@ -135,19 +141,21 @@ def main_cpu(args: argparse.Namespace) -> int:
         capacity_requests=args.capacity_requests, repeats=args.repeats, stage_windows=args.stage_windows,
         time_budget_s=None if args.time_budget_min is None else args.time_budget_min * 60.0, copy_cases=args.copy_cases,
         seed=args.seed, results_dir=None if args.no_store else args.results, log_dir=args.log_dir,
-        command_line=("harness", *sys.argv[1:]))
+        command_line=("harness", *sys.argv[1:]),
+        gpu_telemetry=GpuTelemetryOptions.from_flags(args.gpu_metrics_url, args.gpu_nvml, args.gpu_metrics_interval_s))
     return _show(run_loop(opts), args)
 
 
 def main_gpu(args: argparse.Namespace) -> int:
-    from harness.loop.gpu import GpuLoopOptions, run_gpu_loop  # noqa: PLC0415 - start-up, as main_cpu
+    from harness.loop.gpu import GpuLoopOptions, GpuTelemetryOptions, run_gpu_loop  # noqa: PLC0415 - start-up, as main_cpu
 
     opts = GpuLoopOptions(
         config=args.config, gpu=args.gpu, model_spec=args.model_spec, calibration=args.calibration, dtype=args.dtype,
         target_url=args.target_url, mixes=_mixes(args.mixes) if args.mixes else None,
         rate_fractions=_fractions(args.rates) if args.rates else None, point_duration_s=args.point_duration_s,
         quick=args.quick, repeats=args.repeats, seed=args.seed, results_dir=None if args.no_store else args.results,
-        log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]))
+        log_dir=args.log_dir, command_line=("harness", *sys.argv[1:]),
+        gpu_telemetry=GpuTelemetryOptions.from_flags(args.gpu_metrics_url, args.gpu_nvml, args.gpu_metrics_interval_s))
     return _show(run_gpu_loop(opts), args)
 
 

@@ -29,7 +29,9 @@ from harness.engines.config import EngineConfig, load_engine_config
 from harness.engines.launcher import RunningEngine
 from harness.engines.session import make_plan
 from harness.errors import HarnessError
-from harness.loop.options import DEFAULT_MIXES, DEFAULT_RATE_FRACTIONS, LoopPlan, check_mixes, check_point_duration, check_rates
+from harness.loop.gpu_telemetry import LoopGpuTelemetry
+from harness.loop.options import (DEFAULT_MIXES, DEFAULT_RATE_FRACTIONS, GpuTelemetryOptions, LoopPlan, check_mixes,
+                                  check_point_duration, check_rates)
 from harness.loop.output import LoopOutput
 from harness.loop.points import ProgressFn, measure_all
 from harness.loop.predict import burst_capacity, predict, predict_served, served_prediction, twin_capacity, twin_source
@@ -71,6 +73,7 @@ class GpuLoopOptions:
     results_dir: str | None = "results"
     log_dir: str | None = None
     command_line: tuple[str, ...] = field(default=())
+    gpu_telemetry: GpuTelemetryOptions = field(default_factory=GpuTelemetryOptions)  # during the served points
 
     def __post_init__(self) -> None:
         check_point_duration(self.point_duration_s)
@@ -141,6 +144,7 @@ def run_gpu_loop(opts: GpuLoopOptions, *, progress: ProgressFn | None = print_pr
                      extra={"loop_settings": _settings(opts, cfg, state.plan, None).to_dict(), "model": model})
     out.twin(twin)
     t0 = time.perf_counter()
+    gpu = LoopGpuTelemetry(opts.gpu_telemetry, out)
 
     def report(status: str = "complete", error: str | None = None) -> LoopReport:
         return loop_report(state, kind="loop-gpu", model=model, engine=engine,
@@ -155,19 +159,21 @@ def run_gpu_loop(opts: GpuLoopOptions, *, progress: ProgressFn | None = print_pr
                 http.get(url + "/v1/models", timeout_s=10.0)
             except http.EngineUnreachable as exc:
                 raise HarnessError(f"the target {url} is unreachable ({exc}); start the deployment or give the right --target URL.") from None
-            measure_all(state, EngineTarget(url, cfg.served_name), out, say, fit=False)
+            measure_all(state, EngineTarget(url, cfg.served_name), out, say, fit=False, gpu=gpu)
         else:
             assert launch is not None
             with RunningEngine(launch, log_dir=opts.log_dir) as running:
                 proc = running.procs[0][1] if running.procs else None
                 eng = EngineTarget(launch.endpoint, launch.served_name, alive=functools.partial(_alive, running, proc))
-                measure_all(state, eng, out, say, fit=False)
+                measure_all(state, eng, out, say, fit=False, gpu=gpu)
     except (HarnessError, KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - keep the partial run, then re-raise
+        gpu.finish()
         out.finish(report("failed", str(exc)), failed=exc)
         if out.path and isinstance(exc, HarnessError):
             raise HarnessError(f"{exc}\nThe partial loop run is kept at {out.path} (status failed).") from None
         raise
     rep = report()
+    gpu.finish()
     out.finish(rep)
     return rep
 

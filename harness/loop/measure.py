@@ -463,12 +463,14 @@ LOOP_SUMMARY = SummaryOptions(warmup_s=0.0, cooldown_s=0.0, slo_ttft_s=None, slo
 
 def measure_served(endpoint: str, served_name: str, point: ServedPoint, artifact_path: str | Path, span_s: float,
                    results_dir: str, workdir: Any, pid: int | None, threads: int, request_timeout_s: float, repeat: int = 0,
-                   drain_limit_s: float | None = None) -> RunResult:
+                   drain_limit_s: float | None = None, gpu: dict[str, Any] | None = None) -> RunResult:
     """Run the load generator on one artifact against the engine and read its stored requests table.
 
     `drain_limit_s`: at most this long after the last intended send; requests still running then are recorded as
     cancelled (the point is then cut and its figures cover the completed requests only). None: request timeout + 10 s.
-    A burst (`span_s` 0, every request intended at 0) has an empty window of intended sends: its figures count all."""
+    A burst (`span_s` 0, every request intended at 0) has an empty window of intended sends: its figures count all.
+    `gpu`: the GPU telemetry fields of the load config (harness.loop.gpu_telemetry); None: this host's GPUs when the
+    engine runs here and NVML sees one."""
     cfg = LoadConfig(
         target_url=endpoint, artifact_path=str(artifact_path), run_id=new_run_id("loop-load"), results_dir=results_dir,
         model=served_name, max_concurrency=256, request_timeout_s=request_timeout_s,
@@ -476,7 +478,7 @@ def measure_served(endpoint: str, served_name: str, point: ServedPoint, artifact
         scrape=[{"role": "all", "url": f"{endpoint}/metrics"}], extra_body={"ignore_eos": True},
         summary=LOOP_SUMMARY, manifest_extra={"bench": "loop served point", "mix": point.workload, "rate_per_s": point.rate_per_s, "repeat": repeat},
         engine={"name": "llama.cpp", "simulated": False, "url": endpoint}, progress=False,
-        gpu_local=local_sampling(endpoint),  # GPU telemetry beside the requests when the engine runs on a GPU of this host
+        **(gpu if gpu is not None else {"gpu_local": local_sampling(endpoint)}),  # GPU telemetry beside the requests
     )
     cpu0 = process_cpu_s(pid)
     run_dir = run_load(cfg, workdir, progress=None, timeout_s=span_s + cfg.drain_timeout_s + 120.0)

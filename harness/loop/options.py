@@ -4,11 +4,12 @@ layout the loop actually runs, which the time budget may cut)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.target.stage_requests import StageShape
+from workloads.extras_options import check_gpu_options, parse_gpu_metrics_url
 
 DEFAULT_MIXES = ((512, 64), (128, 256))
 DEFAULT_RATE_FRACTIONS = (0.2, 0.5, 0.8, 1.2)  # of the predicted capacity; 1.2 measures the capacity itself
@@ -18,6 +19,24 @@ DEFAULT_REPEATS = 2  # each served point's workload measured twice back to back:
 DEFAULT_STAGE_WINDOWS = 3  # before the served points, after about half of them, after the last (harness.loop.windows)
 SIDE_REPS = 2  # reps of a stage window's side measurements (LoopPlan.side_reps)
 CAPACITY_BURST_PER_SLOT = 5  # the capacity burst's requests per slot: every slot busy to the 80th-percentile completion
+
+
+@dataclass(frozen=True)
+class GpuTelemetryOptions:
+    """GPU telemetry during the served points (harness.loop.gpu_telemetry), as bench-pd takes it: this host's NVML
+    (`nvml` auto: when the engine runs here and NVML sees a GPU; on; off) and DCGM exporters ({"role", "url"})."""
+
+    nvml: str = "auto"
+    endpoints: tuple[dict[str, str], ...] = ()
+    interval_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_gpu_options(self.nvml, self.interval_s, self.endpoints)
+
+    @classmethod
+    def from_flags(cls, urls: list[str], nvml: str = "auto", interval_s: float = 1.0) -> GpuTelemetryOptions:
+        """From --gpu-metrics-url (each `[ROLE=]URL`), --gpu-nvml and --gpu-metrics-interval-s."""
+        return cls(nvml, tuple(parse_gpu_metrics_url(u) for u in urls), interval_s)
 
 
 @dataclass(frozen=True)
@@ -49,6 +68,7 @@ class LoopOptions:
     results_dir: str | None = "results"
     log_dir: str | None = None
     command_line: tuple[str, ...] = ()
+    gpu_telemetry: GpuTelemetryOptions = field(default_factory=GpuTelemetryOptions)
 
     def __post_init__(self) -> None:
         for name, v, lo in (("--prompt-tokens", self.prompt_tokens, 2), ("--decode-prompt-tokens", self.decode_prompt_tokens, 1),
@@ -186,4 +206,4 @@ def plan_for(opts: LoopOptions, slots: int) -> LoopPlan:
 
 
 
-__all__ = ["DEFAULT_MIXES", "DEFAULT_RATE_FRACTIONS", "LoopOptions", "LoopPlan", "plan_for"]
+__all__ = ["DEFAULT_MIXES", "DEFAULT_RATE_FRACTIONS", "GpuTelemetryOptions", "LoopOptions", "LoopPlan", "plan_for"]

@@ -34,6 +34,11 @@ class LoopOutput:
         if self.writer and rows:
             self.writer.append(table, rows)
 
+    def frame(self, table: str, df: Any) -> None:
+        """A DataFrame as one more part of `table` (its dtypes set by the caller: every part one schema)."""
+        if self.writer and len(df):
+            self.writer.append(table, df)
+
     def calibration(self, c: CpuConstants) -> None:
         self._append("loop_calibration", [{"shape": k, **v} for k, v in c.matmul_by_shape.items()])
 

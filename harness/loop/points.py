@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from harness.errors import HarnessError
+from harness.loop.gpu_telemetry import LoopGpuTelemetry
 from harness.loop.measure import fit_prompts, measure_served
 from harness.loop.output import LoopOutput
 from harness.loop.state import EngineTarget, LoopState, MeasuredPoint, PlannedPoint, RunResult
@@ -50,13 +51,14 @@ def describe(p: PlannedPoint, n_points: int) -> str:
 
 
 def measure_point(eng: EngineTarget, p: PlannedPoint, out: LoopOutput, *, duration_s: float, repeats: int, say: ProgressFn,
-                  settle: Callable[[], None] | None = None, drain_limit_s: float | None = None, fit: bool = True) -> MeasuredPoint:
+                  settle: Callable[[], None] | None = None, drain_limit_s: float | None = None, fit: bool = True,
+                  gpu: LoopGpuTelemetry | None = None) -> MeasuredPoint:
     """`p`'s workload (as planned: fit it to the tokenizer first, `fitted`) measured `repeats` times back to back:
     repeat 0 sends it as is; each later one the same arrivals and lengths with other words (`fresh_prompts`, fitted to
     the tokenizer with `fit`: llama-server's /tokenize); `settle()`
     runs before each. Each run is a loop_served row; an unreachable engine stops the repeats and is refused. The
     measurement is their median (harness.served.ServedMeasurement.median_of) with the judged medians' bootstrap
-    interval over the requests of every repeat."""
+    interval over the requests of every repeat. `gpu`: each load run samples the GPUs and its samples join the loop's."""
     runs: list[RunResult] = []
     art = p.artifact
     wait_s = 3.0 * art.count / (p.prediction.capacity_requests_per_s or 1.0) + 60.0 if p.burst else 0.0
@@ -73,10 +75,12 @@ def measure_point(eng: EngineTarget, p: PlannedPoint, out: LoopOutput, *, durati
             settle()
         r = measure_served(eng.url, eng.served_name, p.point, path, 0.0 if p.burst else duration_s, out.load_root, wd, eng.pid,
                            eng.threads, request_timeout_s=max(120.0, 4 * duration_s, wait_s), repeat=rep,
-                           drain_limit_s=None if p.burst else drain_limit_s)
+                           drain_limit_s=None if p.burst else drain_limit_s, gpu=gpu.load_fields() if gpu else None)
         runs.append(r)
         eng.alive()
         out.served_run(p, r)
+        if gpu is not None:
+            gpu.collect(p, r)
         if r.run.unreachable:
             where = "capacity burst" if p.burst else f"point at {p.point.rate_per_s:.3g} req/s"
             raise HarnessError(f"no request of the {p.point.workload} {where} reached the engine ({r.run.errors_by_class}); is it "
@@ -92,9 +96,12 @@ def measure_all(state: LoopState, eng: EngineTarget, out: LoopOutput, say: Progr
                 prepare: Callable[[PlannedPoint], PlannedPoint] = lambda p: p,
                 drain_limit_s: Callable[[PlannedPoint], float | None] = lambda p: None,
                 settle: Callable[[], None] | None = None, after: Callable[[PlannedPoint], None] = lambda p: None,
-                fit: bool = True) -> None:
+                fit: bool = True, gpu: LoopGpuTelemetry | None = None) -> None:
     """Every planned point in order: `prepare(p)` gives the point as it is sent (into state.points), `measure_point`
-    measures it `state.plan.repeats_of` its rate times, `after(p)` runs once it is measured (a stage window)."""
+    measures it `state.plan.repeats_of` its rate times, `after(p)` runs once it is measured (a stage window); `gpu` (its
+    sources decided and checked here, once) samples the GPUs during each load run."""
+    if gpu is not None:
+        gpu.start(eng.url, state, say)
     n_rate = sum(1 for p in state.points if not p.burst)
     for i, p in enumerate(list(state.points)):
         eng.alive()
@@ -102,7 +109,7 @@ def measure_all(state: LoopState, eng: EngineTarget, out: LoopOutput, say: Progr
         sent = state.points[i] = prepare(p)
         m = measure_point(eng, sent, out, duration_s=state.plan.point_duration_s,
                           repeats=state.plan.repeats_of(None if sent.burst else sent.fraction), say=say,
-                          settle=settle, drain_limit_s=drain_limit_s(sent), fit=fit)
+                          settle=settle, drain_limit_s=drain_limit_s(sent), fit=fit, gpu=gpu)
         if m.measurement.requests_ok == 0:
             state.notes.append(f"{sent.point.workload} at {sent.point.load_text()}: no request succeeded "
                                f"({[r.run.errors_by_class for r in m.runs]}); the point has no measured figures")

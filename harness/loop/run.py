@@ -29,8 +29,9 @@ from harness.engines.session import make_plan, terminate_as_interrupt
 from harness.errors import HarnessError
 from harness.loop.calibrate import calibrate_cpu, step_times
 from harness.loop.fit_budget import fit_rest, plan_windows, quick_drain_limit_s
+from harness.loop.gpu_telemetry import LoopGpuTelemetry
 from harness.loop.measure import completion_body, settle_slots, token_prompt
-from harness.loop.options import LoopOptions, LoopPlan, plan_for
+from harness.loop.options import GpuTelemetryOptions, LoopOptions, LoopPlan, plan_for
 from harness.loop.output import LoopOutput
 from harness.loop.points import measure_all, send_fitted
 from harness.loop.predict import predict, predict_served, predict_stages
@@ -141,6 +142,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
     out = LoopOutput("loop-cpu", opts.results_dir, engine=s.launch.manifest_engine(), command_line=opts.command_line,
                      extra={"loop_settings": settings_of(state, s, load_before, None).to_dict(), "model": s.model})
     t_start = time.perf_counter()
+    gpu = LoopGpuTelemetry(opts.gpu_telemetry, out)  # sampled during the served points (harness.loop.gpu_telemetry)
     died: list[tuple[Any, Any]] = []
     restore = terminate_as_interrupt()  # `kill` ends the loop like Ctrl-C: the engine is stopped, the partial run kept
 
@@ -158,7 +160,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
                                s.threads, functools.partial(_alive, running, proc))
             try:
                 state.time_to_ready = running.time_to_ready.to_dict() if running.time_to_ready else None
-                measure_on_engine(state, s, opts, eng, out, t_start, say)
+                measure_on_engine(state, s, opts, eng, out, t_start, say, gpu)
             except BaseException:
                 if _died(proc):
                     died.append((running, proc))
@@ -173,6 +175,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
             except HarnessError as cause:  # the engine's death is the cause; the request error is its symptom
                 err = f"{cause}\n(the loop then failed with: {err})"
                 exc = HarnessError(err)
+        gpu.finish()
         out.finish(report("failed", err), failed=exc)
         if out.path and isinstance(exc, HarnessError):
             raise HarnessError(f"{exc}\nThe partial loop run is kept at {out.path} (status failed).") from None
@@ -180,6 +183,7 @@ def run_loop(opts: LoopOptions | None = None, *, progress: ProgressFn | None = p
     finally:
         restore()
     rep = report()
+    gpu.finish()
     out.finish(rep)
     return rep
 
@@ -202,7 +206,7 @@ def calibrate_and_predict(state: LoopState, s: CpuSetup, opts: LoopOptions, out:
 
 
 def measure_on_engine(state: LoopState, s: CpuSetup, opts: LoopOptions, eng: EngineTarget, out: LoopOutput, t_start: float,
-                      say: ProgressFn) -> None:
+                      say: ProgressFn, gpu: LoopGpuTelemetry | None = None) -> None:
     """With the engine running: warm it up, stage window 1 (and the twin's corrections), the time budget, then every
     point with the later stage windows between them."""
     http.post_json(eng.url + "/v1/completions",  # the first requests after load page weights in and size buffers
@@ -222,7 +226,7 @@ def measure_on_engine(state: LoopState, s: CpuSetup, opts: LoopOptions, eng: Eng
     if plan.served and opts.budget_s is not None:
         fit_rest(state, opts, state.twin, s.sched.slots, time.perf_counter() - t_start, out, say)  # type: ignore[arg-type]
     if state.plan.served:
-        measure_points(state, s, eng, out, t_start, say)
+        measure_points(state, s, eng, out, t_start, say, gpu)
 
 
 def stage_window(state: LoopState, s: CpuSetup, eng: EngineTarget, out: LoopOutput, t_start: float, after_point: int | None) -> None:
@@ -246,7 +250,8 @@ def correct_twin(state: LoopState, out: LoopOutput, say: ProgressFn) -> None:
         predict_served(state, out, say, revision=2)
 
 
-def measure_points(state: LoopState, s: CpuSetup, eng: EngineTarget, out: LoopOutput, t_start: float, say: ProgressFn) -> None:
+def measure_points(state: LoopState, s: CpuSetup, eng: EngineTarget, out: LoopOutput, t_start: float, say: ProgressFn,
+                   gpu: LoopGpuTelemetry | None = None) -> None:
     """Every point fitted to the tokenizer (re-predicted when a prompt could not be made exact), started from the slot
     order the twin starts from (`settle_slots`), its drain cut with --quick; then its later stage window, if one follows."""
     plan, twin = state.plan, state.twin
@@ -268,7 +273,7 @@ def measure_points(state: LoopState, s: CpuSetup, eng: EngineTarget, out: LoopOu
 
     measure_all(state, eng, out, say, prepare=prepare, after=window_after,
                 drain_limit_s=lambda p: quick_drain_limit_s(twin, p.artifact, plan.point_duration_s) if plan.quick and not p.burst else None,  # type: ignore[arg-type]
-                settle=functools.partial(settle_slots, eng.url, eng.served_name, int(eng.vocab or 0), s.sched.slots))
+                settle=functools.partial(settle_slots, eng.url, eng.served_name, int(eng.vocab or 0), s.sched.slots), gpu=gpu)
 
 
 def _alive(running: RunningEngine, proc: Any) -> None:
@@ -290,4 +295,4 @@ def _died(proc: Any) -> bool:
         return False
 
 
-__all__ = ["LoopOptions", "engine_config_for", "print_progress", "run_loop"]
+__all__ = ["GpuTelemetryOptions", "LoopOptions", "engine_config_for", "print_progress", "run_loop"]

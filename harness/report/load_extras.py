@@ -95,30 +95,44 @@ def gpu_figure(run: Any, gpu: dict[str, Any]) -> str | None:
     ok = df[df["error"].isna()]
     if not len(ok):
         return None
+    ph = gpu.get("phases") or {}
+    png = gpu_panels(ok, marks=[x for x in (ph.get("startup_end_s"), ph.get("steady_end_s")) if x is not None],
+                     xlabel="time since t0 (s); dotted: steady phase from / to", title="GPU telemetry during the run")
+    return base64.b64encode(png).decode()
+
+
+def gpu_panels(ok: Any, *, marks: Any = (), spans: Any = (), xlabel: str, title: str) -> bytes:
+    """Four panels (utilisation, SM clock, power, memory used) per GPU of a gpu_metrics table's good rows against t_s,
+    with dotted lines at `marks` and shaded (start, end, label) `spans`; PNG bytes. Shared with the loop report."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(4, 1, figsize=(13, 8), sharex=True)
-    for (src, role, host, g), d in ok.groupby(["source", "role", "host", "gpu"], dropna=False, sort=True):
-        d = d.sort_values("t_s")
-        lab = f"{host}/{g} ({src}, {role})"
-        axes[0].plot(d["t_s"], d["util_frac"].astype(float) * 100, lw=1, label=lab)
-        axes[1].plot(d["t_s"], d["sm_clock_hz"].astype(float) / 1e6, lw=1)
-        axes[2].plot(d["t_s"], d["power_w"].astype(float), lw=1)
-        axes[3].plot(d["t_s"], d["memory_used_bytes"].astype(float) / 2**30, lw=1)
-    ph = gpu.get("phases") or {}
+    for i, ((src, role, host, g), d) in enumerate(ok.groupby(["source", "role", "host", "gpu"], dropna=False, sort=True)):
+        # one line per sampled stretch (a loop's load runs are separate): no line drawn across the gaps between them
+        for k, (_run, r) in enumerate(d.groupby("load_run", sort=False) if "load_run" in d else [(None, d)]):
+            r = r.sort_values("t_s")
+            kw = {"lw": 1, "color": f"C{i % 10}"}
+            axes[0].plot(r["t_s"], r["util_frac"].astype(float) * 100, label=None if k else f"{host}/{g} ({src}, {role})", **kw)
+            axes[1].plot(r["t_s"], r["sm_clock_hz"].astype(float) / 1e6, **kw)
+            axes[2].plot(r["t_s"], r["power_w"].astype(float), **kw)
+            axes[3].plot(r["t_s"], r["memory_used_bytes"].astype(float) / 2**30, **kw)
     for ax, ylab in zip(axes, ("util (%)", "SM clock (MHz)", "power (W)", "memory used (GiB)")):
         ax.set_ylabel(ylab)
+        ax.ticklabel_format(axis="y", useOffset=False)
         ax.grid(alpha=0.3)
-        for x in (ph.get("startup_end_s"), ph.get("steady_end_s")):
-            if x is not None:
-                ax.axvline(x, color="0.4", ls=":", lw=1)
+        for x in marks:
+            ax.axvline(x, color="0.4", ls=":", lw=1)
+        for i, (a, b, _lab) in enumerate(spans):
+            ax.axvspan(a, b, color="0.85" if i % 2 else "0.92", lw=0)
+    for a, b, lab in spans:
+        axes[0].annotate(lab, ((a + b) / 2, 1.0), xycoords=("data", "axes fraction"), ha="center", va="bottom", fontsize=7)
     axes[0].legend(fontsize=7, ncol=2)
-    axes[-1].set_xlabel("time since t0 (s); dotted: steady phase from / to")
-    fig.suptitle("GPU telemetry during the run")
+    axes[-1].set_xlabel(xlabel)
+    fig.suptitle(title)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
     plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
+    return buf.getvalue()
 
 
 def extras_sections(run: Any, requests: Any) -> tuple[list[Section], list[tuple[str, str]]]:

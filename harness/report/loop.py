@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -20,6 +21,7 @@ from harness.loop_records.report import LoopPoint, LoopReport, read_loop_report
 from harness.loop_records.verdict import AbsoluteVerdict, repeat_difference
 from harness.outdir import writable_dir
 from harness.report.figures import _fig, _log, _png
+from harness.report.load_extras import gpu_panels, gpu_section
 from harness.report.page import Figure, Page, Section, Table
 from harness.report.renderer import ReportOptions, RunSource
 from harness.served import MetricComparison, ServedComparison, fmt_error_pct
@@ -27,6 +29,25 @@ from harness.store import Run
 from harness.units import fmt_ms, fmt_num
 
 RUN_KINDS = ("loop-cpu", "loop-gpu")
+# the loop's GPU telemetry per served point, repeat and phase (harness.loop.gpu_telemetry writes it)
+LOOP_GPU_FILE = "loop_gpu_telemetry.json"
+
+
+@dataclass(frozen=True)
+class LoopGpu:
+    """A loop run's GPU telemetry as stored: the summary document and the gpu_metrics table (None: no sample)."""
+
+    doc: dict[str, Any]
+    table: Any = None
+
+
+def read_loop_gpu(run: Run) -> LoopGpu | None:
+    """The loop run's GPU telemetry; None for a run without it (measured before it existed, or failed before its points)."""
+    try:
+        doc = run.json(LOOP_GPU_FILE)
+    except FileNotFoundError:
+        return None
+    return LoopGpu(doc, run.table("gpu_metrics") if "gpu_metrics" in run.tables() else None)
 
 
 def render(source: RunSource, out_dir: str | Path, options: ReportOptions | None = None) -> list[Path]:
@@ -40,15 +61,16 @@ def render(source: RunSource, out_dir: str | Path, options: ReportOptions | None
         raise HarnessError(f"{run.path} is a {run.manifest.kind!r} run, not a loop run ({', '.join(RUN_KINDS)}); "
                            "`harness report` picks the renderer for it without --renderer.")
     out = writable_dir(out_dir, "--to", "report directory")
-    return loop_page(read_loop_report(run), figures=True).write(out)
+    return loop_page(read_loop_report(run), figures=True, telemetry=read_loop_gpu(run)).write(out)
 
 
 def render_text(rep: LoopReport) -> str:
     """The report as Markdown, without figures (what the loop prints when it ends)."""
-    return loop_page(rep, figures=False).markdown()
+    telemetry = read_loop_gpu(Run(rep.run_dir)) if rep.run_dir and (Path(rep.run_dir) / LOOP_GPU_FILE).is_file() else None
+    return loop_page(rep, figures=False, telemetry=telemetry).markdown()
 
 
-def loop_page(r: LoopReport, *, figures: bool = True) -> Page:
+def loop_page(r: LoopReport, *, figures: bool = True, telemetry: LoopGpu | None = None) -> Page:
     gpu = r.kind == "loop-gpu"
     name = r.model.get("name") or Path(str(r.model.get("gguf", "?"))).name
     page = Page(f"Closed loop: {name} on {r.engine.get('name', '?')}",
@@ -61,6 +83,8 @@ def loop_page(r: LoopReport, *, figures: bool = True) -> Page:
     _verdict(page.section("Verdict"), r)
     if r.points:
         _served(page.section("Served load: the digital twin (simulated) against the engine under the load generator"), r, figures)
+    if telemetry is not None:
+        _gpu(page.section("GPU telemetry during the served points"), telemetry, figures)
     if len(r.stage_windows) >= 2:
         _windows(page.section("Stage windows: the isolated stages measured again between the served points"), r)
     if r.served_steps:
@@ -208,6 +232,47 @@ def _served(sec: Section, r: LoopReport, figures: bool) -> None:
                                     "Per judged figure measured twice or more: |twin error| against what one more repeat is "
                                     "expected to miss the repeats' median by (docs/loop-cpu.md); below the diagonal the twin "
                                     "is closer than the engine to itself."))
+
+
+def _gpu(sec: Section, g: LoopGpu, figures: bool) -> None:
+    """Per served point, repeat, GPU and phase (the load run's phases), the failing endpoints, and the samples on the
+    loop's time axis with each load run shaded."""
+    d, runs = g.doc, g.doc.get("runs") or []
+    if not d.get("sources"):
+        sec.items.append(f"No GPU telemetry: {d.get('why_none') or d.get('nvml')}. Nothing was sampled.")
+        return
+    n = sum(int((x.get("gpu") or {}).get("samples") or 0) for x in runs)
+    sec.items.append(f"Sources: {', '.join(d['sources'])}; every {d.get('interval_s', 1):g} s; {n} GPU samples over "
+                     f"{len(runs)} load run{'s' if len(runs) != 1 else ''}. This host: {d.get('nvml')}.")
+    head, rows, errors = None, [], {}
+    for x in runs:
+        _, _, table = gpu_section(x.get("gpu") or {})
+        if table:
+            head = table[0]
+            rows += [[x["mix"], x["load"], str(x["repeat"] + 1), *row] for row in table[1:]]
+        for ep, e in ((x.get("gpu") or {}).get("errors") or {}).items():
+            agg = errors.setdefault(ep, {"count": 0, "runs": 0, "first": e["first"]})
+            agg["count"] += int(e["count"])
+            agg["runs"] += 1
+    if head is not None:
+        sec.items.append(Table(["mix", "load", "repeat", *head], rows,
+                               "Phases of each load run (workloads/phases.py): startup until completions keep up with sends, "
+                               "steady to the schedule's end, drain to the last request's end."))
+    else:
+        sec.items.append("No GPU sample was taken during the served points.")
+    sec.items += [f"{ep}: {e['count']} failed reads over {e['runs']} load run{'s' if e['runs'] != 1 else ''}; the first: {e['first']}."
+                  for ep, e in errors.items()]
+    sec.items += [f"{x['mix']} {x['load']}, repeat {x['repeat'] + 1}: {x['error']}." for x in runs if x.get("error")]
+    df = g.table
+    ok = df[df["error"].isna()] if df is not None else None
+    if figures and ok is not None and len(ok):
+        spans = [(x["start_s"], x["end_s"], f"{x['mix']} {x['load']}" + (f" #{x['repeat'] + 1}" if x["repeat"] else ""))
+                 for x in runs if x.get("end_s") is not None]
+        sec.items.append(Figure("gpu-telemetry", "GPU telemetry during the served points",
+                                gpu_panels(ok, spans=spans, xlabel="time since the loop started (s); shaded: each served "
+                                           "point's load run", title="GPU telemetry during the loop"),
+                                "Utilisation, SM clock, power and memory used per GPU; each load run shaded and labelled "
+                                "with its mix and load."))
 
 
 def _row(c: ServedComparison, x: MetricComparison, p: LoopPoint | None) -> list[str]:
@@ -362,4 +427,4 @@ def _stages(sec: Section, r: LoopReport) -> None:
     sec.items.append("Client vs engine (every request): " + "; ".join(lines) + ".")
 
 
-__all__ = ["RUN_KINDS", "loop_page", "render", "render_text"]
+__all__ = ["LOOP_GPU_FILE", "RUN_KINDS", "LoopGpu", "loop_page", "read_loop_gpu", "render", "render_text"]
