@@ -49,7 +49,8 @@ def test_short_run_against_the_embedded_target(capsys, tmp_path, request):
     assert "SIMULATED" in text and text.count("data:image/png;base64,") == 4
     assert "| request throughput (window) |" in md.read_text() and "SIMULATED" in md.read_text()
     # the embedded target is the scenario's deployment: its prediction is the plan, as before; no twin is involved
-    assert "| quantity | measured | model (Chapter 9) |" in md.read_text() and "μ_PD" in md.read_text()
+    # --rate 4 against the scenario's 3.5 req/s: the model column says it is not this run's prediction
+    assert "| quantity | measured | model (Chapter 9, for 3.5 req/s, not this run's) |" in md.read_text() and "μ_PD" in md.read_text()
     assert res["prediction"] is None and not (run_dir / "prediction.json").exists()
 
 
