@@ -19,21 +19,25 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+from harness.bench.token_server import start_token_server
+from workloads.stream_client import stream_request
+
 
 def _child(url: str, streams: int, tokens: int, rounds: int) -> dict[str, Any]:
+    # lazy: gevent's monkey.patch_all() must run before these, in the benchmark's own process
     from gevent import monkey
 
     monkey.patch_all()
-    import time
 
+    # lazy: gevent's monkey.patch_all() must run before these, in the benchmark's own process
     import gevent
     from geventhttpclient import HTTPClient
     from geventhttpclient.url import URL
 
-    from workloads.stream_client import stream_request
 
     http = HTTPClient.from_url(URL(url + "/"), concurrency=streams, network_timeout=600, connection_timeout=30)
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": tokens,
@@ -63,8 +67,6 @@ def _child(url: str, streams: int, tokens: int, rounds: int) -> dict[str, Any]:
 
 
 def measure(streams: int, tokens: int, itl_s: float, rounds: int, server_cpu: int | None, client_cpu: int | None) -> dict[str, Any]:
-    from harness.bench.token_server import start_token_server
-
     with start_token_server(ttft_s=0.005, itl_s=itl_s, cpu=server_cpu, emit_log=False, max_lifetime_s=1800) as s:
         cmd = [sys.executable, "-m", "harness.bench.client_cpu", "--child", s.url, "--streams", str(streams),
                "--tokens", str(tokens), "--rounds", str(rounds)]

@@ -12,7 +12,10 @@ import sys
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.telemetry import dcgm
 from workloads.config import ROLES, check_http_url
+from workloads.gpu_telemetry import local_sampling
+from workloads.profiler import absolute_window
 
 GPU_NVML_MODES = ("auto", "on", "off")
 
@@ -31,8 +34,6 @@ def parse_gpu_metrics_url(text: str) -> dict[str, str]:
 def check_exporters(endpoints: list[dict[str, str]], *, warn: Any = None) -> list[str]:
     """Read each exporter once before the run; returns a warning per endpoint that gives no GPU sample (the run goes on,
     its rows then carry the error)."""
-    from harness.telemetry import dcgm
-
     out = []
     for ep in endpoints:
         (first, *_) = dcgm.scrape(ep["url"], t_s=0.0, role=ep["role"], timeout_s=5.0)
@@ -52,14 +53,11 @@ def _warn(msg: str) -> None:
 def load_config_fields(opts: Any, artifact: Any, *, target_url: str | None) -> dict[str, Any]:
     """LoadConfig fields for GPU telemetry, the profile window and the early stop of a bench-pd run (`artifact`: the
     workload artifact, for the schedule's span and rate)."""
-    from workloads.gpu_telemetry import local_sampling
-
     fields: dict[str, Any] = {"gpu_metrics": list(opts.gpu_metrics), "gpu_interval_s": opts.gpu_interval_s}
     fields["gpu_local"] = opts.gpu_nvml == "on" or (opts.gpu_nvml == "auto" and local_sampling(target_url))
     if opts.gpu_metrics:
         check_exporters(opts.gpu_metrics)
     if opts.profile_window is not None:
-        from workloads.profiler import absolute_window
 
         a, b = absolute_window(opts.profile_window, warmup_s=opts.warmup_s, span_s=artifact.span_s, cooldown_s=opts.cooldown_s)
         fields["profile"] = {"window_s": [a, b], "window_in_measurement_s": list(opts.profile_window), "output_dir": opts.profile_dir}
