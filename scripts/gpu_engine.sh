@@ -58,7 +58,10 @@ if [ "$STAGE" = "all" ]; then
   fi
   # 3. a libcuda stub (soname libcuda.so.1): every driver function cuda.h declares, as an empty symbol; the real
   #    driver library of the device machine is loaded at run time
+  #    (a program linked against libggml-cuda asks for libcuda.so.1 by its soname: -rpath-link finds the stub under
+  #    that name; the stub is never packed, the pack takes only the build's own libraries)
   [ -f "$DEPS/stubs/libcuda.so" ] || scripts/gpu_engine_libcuda_stub.sh "$DEPS/stubs" "$CUDA_HOME"
+  ln -sf libcuda.so "$DEPS/stubs/libcuda.so.1"
   # 4. configure: CUDA on, only these targets, no web UI download, no NCCL, no OpenSSL/curl, a generic x86-64 CPU
   #    part (AVX2/FMA/F16C, not -march=native: the device's CPU is not this one)
   cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -67,7 +70,8 @@ if [ "$STAGE" = "all" ]; then
     -DCUDA_cublas_LIBRARY="$DEPS/cu13/lib/libcublas.so" -DCUDA_cublasLt_LIBRARY="$DEPS/cu13/lib/libcublasLt.so" \
     -DCUDA_cuda_driver_LIBRARY="$DEPS/stubs/libcuda.so" \
     -DCMAKE_CXX_FLAGS="-I$DEPS/cu13/include" -DCMAKE_CUDA_FLAGS="-I$DEPS/cu13/include" \
-    -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$DEPS/cu13/lib" -DCMAKE_SHARED_LINKER_FLAGS="-Wl,-rpath-link,$DEPS/cu13/lib" \
+    -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$DEPS/cu13/lib:$DEPS/stubs" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-Wl,-rpath-link,$DEPS/cu13/lib:$DEPS/stubs" \
     -DGGML_CUDA=ON -DGGML_CUDA_NCCL=OFF -DGGML_CUDA_FA_ALL_QUANTS=OFF -DGGML_CUDA_COMPRESSION_MODE=size \
     -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
     -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF \

@@ -86,8 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "slots; 0 = no burst, the default with --quick: capacity is then read at the overloaded point)")
     cpu.add_argument("--repeats", type=int, default=None,
                      help="measure each served point and capacity burst this many times back to back (1-10); the median is "
-                          "compared and the repeatability verdict reads the repeats (default 2; the time budget cuts it to 1 "
-                          "only when nothing else is left to cut)")
+                          "compared and the repeatability verdict reads the repeats (default 2; when nothing else is left to "
+                          "cut, the time budget repeats only some rates per mix, then none)")
     cpu.add_argument("--stage-windows", type=int, default=None,
                      help="measure the isolated stages this many times over the loop (1-10): before the served points, between "
                           "them and after the last; each point is predicted from the median of the windows' corrections "

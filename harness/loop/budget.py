@@ -13,7 +13,10 @@ until the prediction fits the budget:
 4. the served rates per mix, down to `min_rates` (`QUICK_MIN_RATES` with --quick; the full loop keeps the issue's 4),
    keeping the highest (the overloaded point, which gives the quick loop its capacity) and the rest evenly by rank;
    the points' duration is then set again, the longest that fits up to its default;
-5. the repeats of each point and burst, down to one (the repeatability verdict then has nothing to read); the points'
+5. the repeats, first to the rates of `repeat_rates` only (k of each mix's rates measured `repeats` times, the rest
+   and the bursts once; k from one fewer than the rates down to 1): the repeatability verdict then reads the engine's
+   repeat-to-repeat difference on those points and the twin's error on every judged figure;
+6. the repeats of each point and burst, down to one (the repeatability verdict then has nothing to read); the points'
    duration is set again.
 
 Past the floors the loop runs anyway and says by how much it will be over. One cut comes last in this order but is
@@ -98,6 +101,15 @@ def keep_rates(rates: Sequence[float], k: int) -> tuple[float, ...]:
     return tuple(rest[i] for i in picks) + (r[-1],)
 
 
+def repeat_rates(rates: Sequence[float], k: int) -> tuple[float, ...]:
+    """The `k` of `rates` a partly repeated layout measures again: evenly by rank below the highest (the overloaded
+    point's backlog makes it the dearest to repeat): 0.5 of 0.2, 0.5, 0.8, 1.2 for k = 1; 0.2 and 0.8 for k = 2."""
+    r = sorted(rates)
+    if k >= len(r):
+        return tuple(r)
+    return keep_rates(r, k + 1)[:-1] if len(r) > 1 else tuple(r)
+
+
 def min_saturating_burst(slots: int, floor: int = 10) -> int:
     """The fewest burst requests N ≥ floor with N − ⌊0.8 N⌋ ≥ slots: every slot still busy just before the 80th
     percentile completion, so the measured window is a true saturation (5 × slots always is; 4 × slots at 4 slots)."""
@@ -116,6 +128,13 @@ class Layout:
     point_duration_s: float
     rate_fractions: tuple[float, ...] = ()  # the served rates per mix (fractions of the predicted capacity)
     repeats: int = 1  # each point's and burst's workload measured this many times back to back
+    repeated_fractions: tuple[float, ...] | None = None  # None: every point and burst repeated; else only these rates'
+
+    def repeats_of(self, fraction: float | None) -> int:
+        """How many times a rate point at `fraction` of capacity (None: a capacity burst) is measured."""
+        if self.repeated_fractions is None:
+            return self.repeats
+        return self.repeats if fraction is not None and fraction in self.repeated_fractions else 1
 
 
 @dataclass(frozen=True)
@@ -170,9 +189,11 @@ def plan_budget(*, budget_s: float, elapsed_s: float, default: Layout, slots: in
     `min_rates` (None: all of the default's) is the fewest rates per mix the plan may keep."""
 
     def total(lay: Layout) -> tuple[float, dict[str, float]]:
+        pts = (point_s(lay.point_duration_s, lay.rate_fractions, lay.repeats) if lay.repeated_fractions is None else
+               [t for f in lay.rate_fractions for t in point_s(lay.point_duration_s, (f,), lay.repeats_of(f))])
         ph = {"stage_windows_s": sum(later_window_s(k) for k in range(1, lay.later_windows + 1)),
-              "served_points_s": float(sum(point_s(lay.point_duration_s, lay.rate_fractions, lay.repeats))),
-              "capacity_bursts_s": bursts_s(lay.burst_requests, lay.repeats) if lay.burst_requests else 0.0,
+              "served_points_s": float(sum(pts)),
+              "capacity_bursts_s": bursts_s(lay.burst_requests, lay.repeats_of(None)) if lay.burst_requests else 0.0,
               "after_engine_s": post_s}
         return elapsed_s + sum(ph.values()), ph
 
@@ -216,8 +237,17 @@ def plan_budget(*, budget_s: float, elapsed_s: float, default: Layout, slots: in
                     f"capacity; {len(default.rate_fractions)} by default, floor {k_min})")
     elif cut_duration and lay.point_duration_s < default.point_duration_s:
         cuts.append(duration_cut())
+    if t > budget_s and lay.repeats > 1 and "repeats" not in fixed and len(lay.rate_fractions) > 1:
+        part = next((q for k in range(len(lay.rate_fractions) - 1, 0, -1)
+                     if total(q := replace(lay, repeated_fractions=repeat_rates(lay.rate_fractions, k)))[0] <= budget_s), None)
+        if part is not None:
+            lay = part
+            t, ph = total(lay)
+            cuts.append(f"the repeats to the points at {', '.join(f'{f:g}' for f in lay.repeated_fractions or ())} of the "
+                        f"predicted capacity ({lay.repeats} runs each; the other points and the bursts once; every point "
+                        f"{default.repeats} times by default)")
     if t > budget_s and lay.repeats > 1 and "repeats" not in fixed:
-        lay = replace(lay, repeats=1)
+        lay = replace(lay, repeats=1, repeated_fractions=None)
         if "points" not in fixed:  # one run a point leaves room for longer ones again
             lay = replace(lay, point_duration_s=longest_fitting(lay))
         t, ph = total(lay)

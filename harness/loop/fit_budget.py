@@ -145,7 +145,7 @@ def fit_rest(state: LoopState, opts: LoopOptions, twin: TwinSpec, slots: int, el
         return
     state.plan = replace(plan, stage_windows=lay.later_windows + 1 if state.windows else plan.stage_windows,
                          capacity_requests=lay.burst_requests, point_duration_s=lay.point_duration_s,
-                         rate_fractions=lay.rate_fractions, repeats=lay.repeats)
+                         rate_fractions=lay.rate_fractions, repeats=lay.repeats, repeated_fractions=lay.repeated_fractions)
     if (lay.burst_requests, lay.point_duration_s, lay.rate_fractions) != (default.burst_requests, default.point_duration_s,
                                                                           default.rate_fractions):
         state.capacity, state.points = plan_points(twin, state.plan.mixes, state.plan.rate_fractions, state.plan.point_duration_s,

@@ -142,6 +142,13 @@ class LoopPlan:
     copy_cases: bool
     seed: int = 0  # the seeded workloads' (arrivals and prompts; the twin replays the same)
     lean_windows: bool = False  # every window at one rep fewer (the pre-window budget cut, harness.loop.budget)
+    repeated_fractions: tuple[float, ...] | None = None  # None: every point and burst `repeats` times; else these rates only
+
+    def repeats_of(self, fraction: float | None) -> int:
+        """How many times a rate point at `fraction` of capacity (None: a capacity burst) is measured."""
+        if self.repeated_fractions is None:
+            return self.repeats
+        return self.repeats if fraction is not None and fraction in self.repeated_fractions else 1
 
     @property
     def n_windows(self) -> int:

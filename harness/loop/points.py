@@ -94,13 +94,14 @@ def measure_all(state: LoopState, eng: EngineTarget, out: LoopOutput, say: Progr
                 settle: Callable[[], None] | None = None, after: Callable[[PlannedPoint], None] = lambda p: None,
                 fit: bool = True) -> None:
     """Every planned point in order: `prepare(p)` gives the point as it is sent (into state.points), `measure_point`
-    measures it `state.plan.repeats` times, `after(p)` runs once it is measured (a stage window)."""
+    measures it `state.plan.repeats_of` its rate times, `after(p)` runs once it is measured (a stage window)."""
     n_rate = sum(1 for p in state.points if not p.burst)
     for i, p in enumerate(list(state.points)):
         eng.alive()
         say(describe(p, n_rate))
         sent = state.points[i] = prepare(p)
-        m = measure_point(eng, sent, out, duration_s=state.plan.point_duration_s, repeats=state.plan.repeats, say=say,
+        m = measure_point(eng, sent, out, duration_s=state.plan.point_duration_s,
+                          repeats=state.plan.repeats_of(None if sent.burst else sent.fraction), say=say,
                           settle=settle, drain_limit_s=drain_limit_s(sent), fit=fit)
         if m.measurement.requests_ok == 0:
             state.notes.append(f"{sent.point.workload} at {sent.point.load_text()}: no request succeeded "

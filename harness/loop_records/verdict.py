@@ -6,8 +6,10 @@
   over the judged figures measured at least twice back to back. The test: with e_f = |twin error| of figure f against
   the median m_f of its n repeats, and d_f = the median over the pairs of repeats of |r_i − r_j| / m_f × √((1 + 1/n) / 2)
   — what one more independent repeat would be expected to miss m_f by (a pair's difference has variance 2σ², a new
-  repeat against the mean of n has σ²(1 + 1/n)) —, the ratio R = median_f e_f / median_f d_f. The twin **matches the
-  engine** when R ≤ 1; the 95 % interval on R is a percentile bootstrap over the figures (resampled with replacement).
+  repeat against the mean of n has σ²(1 + 1/n)) —, the ratio R = median_f e_f / median_g d_g, e over every
+  judged figure, d over those measured at least twice (the time budget may repeat only some points; the engine's
+  repeatability is then read on those). The twin **matches the engine** when R ≤ 1; the 95 % interval on R is a
+  percentile bootstrap, the judged figures and the repeated ones each resampled with replacement.
 - `bootstrap_median_interval`: the measured median's 95 % interval, a percentile bootstrap over the requests (each
   repeat's requests resampled, then the median of the repeats' medians, as the measured figure is taken).
 """
@@ -85,10 +87,10 @@ class RepeatabilityVerdict:
     test). `pairs_within`: the share of ordered pairs of repeats where one taken as the prediction of the other is within
     target (how often this host reproduces a figure to the targets' tolerance)."""
 
-    figures: int
-    repeats: int  # the fewest repeats of any of them
-    twin_error: float  # median |twin error| over them, a fraction
-    repeat_error: float  # median d_f over them, a fraction
+    figures: int  # judged figures with a twin error (e_f)
+    repeats: int  # the fewest repeats of any repeated figure
+    twin_error: float  # median |twin error| over the judged figures, a fraction
+    repeat_error: float  # median d_f over the repeated figures, a fraction
     ratio: float  # twin_error / repeat_error (inf when the repeats agree exactly and the twin does not)
     ratio_low: float
     ratio_high: float
@@ -96,6 +98,7 @@ class RepeatabilityVerdict:
     pairs_within: float
     confidence: float = CONFIDENCE
     n_boot: int = N_BOOT
+    repeated_figures: int = 0  # judged figures measured at least twice (d_f); 0 in records before it was kept: all of them
 
     @property
     def matches(self) -> bool:
@@ -107,8 +110,9 @@ class RepeatabilityVerdict:
                 "; the interval includes 1: more figures or repeats would be needed to tell")
         return (f"{head}: median |twin error| {self.twin_error:.1%} against the {self.repeat_error:.1%} one more repeat of the "
                 f"engine would be expected to miss by, ratio {self.ratio:.2f} ({self.confidence:.0%} interval "
-                f"{self.ratio_low:.2f}–{self.ratio_high:.2f}, bootstrap over {self.figures} figures measured "
-                f"{self.repeats}+ times){sure}; one repeat within target of another for {self.pairs_within:.0%} of the pairs")
+                f"{self.ratio_low:.2f}–{self.ratio_high:.2f}, bootstrap over {self.figures} judged figures, "
+                f"{self.repeated_figures or self.figures} of them measured {self.repeats}+ times){sure}; one repeat within "
+                f"target of another for {self.pairs_within:.0%} of the pairs")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"matches": self.matches}
@@ -121,21 +125,23 @@ class RepeatabilityVerdict:
     def of(cls, comparisons: Sequence[ServedComparison], *, n_boot: int = N_BOOT, seed: int = 0,
            confidence: float = CONFIDENCE) -> "RepeatabilityVerdict | None":
         """None when no judged figure was measured twice."""
-        rows = [r for c in comparisons for r in c.rows if r.judged and r.error is not None and len(_repeats(r.repeat_values)) >= 2]
+        judged = [r for c in comparisons for r in c.rows if r.judged and r.error is not None]
+        rows = [r for r in judged if len(_repeats(r.repeat_values)) >= 2]
         if not rows:
             return None
-        e = np.array([abs(r.error) for r in rows])  # type: ignore[arg-type]
+        e = np.array([abs(r.error) for r in judged])  # type: ignore[arg-type]
         d = np.array([repeat_difference(r.repeat_values) for r in rows], dtype=float)
         ratio = _ratio(float(np.median(e)), float(np.median(d)))
         rng = np.random.default_rng(seed)
-        idx = rng.integers(0, len(rows), size=(n_boot, len(rows)))
-        boot = np.array([_ratio(a, b) for a, b in zip(np.median(e[idx], axis=1), np.median(d[idx], axis=1))])
-        lo, hi = (float(x) for x in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2]))
+        ie = rng.integers(0, len(e), size=(n_boot, len(e)))
+        idx = rng.integers(0, len(d), size=(n_boot, len(d)))
+        boot = np.array([_ratio(a, b) for a, b in zip(np.median(e[ie], axis=1), np.median(d[idx], axis=1))])  # may hold inf: no interpolation
+        lo, hi = (float(x) for x in np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2], method="inverted_cdf"))
         pairs = [(a, b, r.target) for r in rows for v in [_repeats(r.repeat_values)]
                  for i, a in enumerate(v) for j, b in enumerate(v) if i != j]
         share = sum(1 for a, b, t in pairs if abs(a / b - 1) <= t * (1 + 1e-9)) / len(pairs)
-        return cls(len(rows), min(len(_repeats(r.repeat_values)) for r in rows), float(np.median(e)), float(np.median(d)),
-                   ratio, lo, hi, sum(1 for r in rows if r.within), share, confidence, n_boot)
+        return cls(len(judged), min(len(_repeats(r.repeat_values)) for r in rows), float(np.median(e)), float(np.median(d)),
+                   ratio, lo, hi, sum(1 for r in judged if r.within), share, confidence, n_boot, len(rows))
 
 
 def _ratio(a: float, b: float) -> float:

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from harness.errors import HarnessError
-from harness.loop.budget import Layout, keep_rates, later_window_s, min_saturating_burst, plan_budget
+from harness.loop.budget import Layout, keep_rates, later_window_s, min_saturating_burst, plan_budget, repeat_rates
 from harness.loop.options import LoopOptions, plan_for
 from harness.loop.run import run_loop
 
@@ -410,3 +410,28 @@ def test_the_quick_plan_counts_each_point_to_its_predicted_finish(monkeypatch):
     state = _state(opts)
     plan = fb._plan_rest(state.plan, opts, 4, 10.0, {}, 0.0, fb._Rest(state, state.plan, None), has_window=False)
     assert plan.predicted_s >= 10.0 + 16 * (30.0 + POINT_OVERHEAD_S) - 1e-6
+
+
+def test_before_the_repeats_go_some_points_keep_them():
+    """Two runs of every point do not fit but two of one rate per mix do: those points keep their repeats (the
+    repeatability verdict reads them), the other points and the bursts run once; with no room even for that, one run."""
+    default = Layout(later_windows=1, burst_requests=16, point_duration_s=35.0, rate_fractions=(0.2, 0.5, 0.8, 1.2), repeats=2)
+
+    def point_s(d, rates, reps):  # two mixes; the overloaded point drains longer
+        return [reps * (d + (60.0 if f >= 1 else 15.0)) for f in rates for _ in range(2)]
+
+    def plan(budget_s):
+        return plan_budget(budget_s=budget_s, elapsed_s=100.0, default=default, slots=4, later_window_s=lambda k: 100.0,
+                           point_s=point_s, bursts_s=lambda n, reps: reps * 60.0, post_s=40.0, floor_duration_s=35.0)
+
+    assert repeat_rates((0.2, 0.5, 0.8, 1.2), 1) == (0.5,) and repeat_rates((0.2, 0.5, 0.8, 1.2), 2) == (0.2, 0.8)
+    assert repeat_rates((0.2, 0.5, 0.8, 1.2), 4) == (0.2, 0.5, 0.8, 1.2)
+    once = 100 + 100 + 2 * (3 * 50 + 95) + 60 + 40  # every point and burst once: 790 s
+    p = plan(once + 2 * 50 + 1)  # room for one rate per mix again (2 × 50 s), not two
+    assert p.planned.repeated_fractions == (0.5,) and p.planned.repeats == 2 and p.over_s == 0
+    assert p.planned.repeats_of(0.5) == 2 and p.planned.repeats_of(1.2) == 1 and p.planned.repeats_of(None) == 1
+    assert p.predicted_s == pytest.approx(once + 100) and "the repeats to the points at 0.5" in p.cuts[-1]
+    p = plan(once + 2 * 50 + 2 * 50 + 1)  # room for two rates per mix
+    assert p.planned.repeated_fractions == (0.2, 0.8)
+    p = plan(once + 10)  # no room for any repeat: one run each, no repeatability verdict
+    assert p.planned.repeats == 1 and p.planned.repeated_fractions is None and "no repeatability verdict" in p.cuts[-1]
