@@ -24,20 +24,19 @@ from pathlib import Path
 from typing import Any
 
 from harness.bench.token_server import start_token_server
-from workloads.stream_client import stream_request
 
 
 def _child(url: str, streams: int, tokens: int, rounds: int) -> dict[str, Any]:
-    # lazy: gevent's monkey.patch_all() must run before these, in the benchmark's own process
+    # lazy: this child process patches itself (gevent's monkey.patch_all) before gevent, geventhttpclient and
+    # workloads.stream_client (which imports them) are imported
     from gevent import monkey
 
     monkey.patch_all()
-
-    # lazy: gevent's monkey.patch_all() must run before these, in the benchmark's own process
     import gevent
     from geventhttpclient import HTTPClient
     from geventhttpclient.url import URL
 
+    from workloads.stream_client import stream_request
 
     http = HTTPClient.from_url(URL(url + "/"), concurrency=streams, network_timeout=600, connection_timeout=30)
     body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": tokens,
