@@ -209,6 +209,5 @@ def detect_backends(host: HostSpec, device: str = "auto", want: tuple[str, ...] 
         except ImportError as exc:
             det.missing.append(("torch", f"torch is not installed ({exc}); pip install torch==2.13.0"))
     if "numpy" in want and device in ("auto", "cpu"):
-
         det.backends.append(Backend("numpy", "cpu", numpy, host, host.cpu_model, None, llc, "LLC"))
     return det

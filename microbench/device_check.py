@@ -428,7 +428,6 @@ def write_facts(work: Path, stub: bool) -> None:
     facts: dict[str, Any] = {"stub": stub}
     if not stub:
         try:
-
             facts["nvml"] = gpu_facts()
         except Exception as exc:  # noqa: BLE001
             facts["nvml_error"] = f"{type(exc).__name__}: {exc}"

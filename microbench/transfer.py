@@ -183,7 +183,6 @@ def _cpu_chunk_factory(b: Backend):
 
 
 def _shm_child(conn: Any, name: str, size: int) -> None:
-
     shm = shared_memory.SharedMemory(name=name)
     try:
         src = np.ndarray((size,), dtype=np.uint8, buffer=shm.buf)

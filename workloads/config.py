@@ -126,7 +126,6 @@ class LoadConfig:
             raise HarnessError(f"load config gpu_local must be true or false, got {self.gpu_local!r}.")
         _num("gpu_interval_s", self.gpu_interval_s, 0.0, strict=True)
         if self.early_stop is not None:
-
             try:
                 OversaturationRule(**(self.early_stop.get("rule") or {}))
             except (TypeError, ValueError, AttributeError) as exc:

@@ -53,7 +53,6 @@ def configure_user(cfg: LoadConfig, classes: Any = None) -> None:
     """Set host and timeouts on the user classes Locust runs (`classes`: the environment's; Locust imports the
     locustfile by path, a module apart from workloads.locustfile)."""
     if not classes:
-
         classes = [OpenAIStreamUser]
     for user in classes:
         user.host = cfg.target_url
@@ -112,7 +111,6 @@ class Coordinator:
         self.saturation: Any = None  # workloads.oversaturation.LiveJudge when the run may be cut short
         self.early_stop: Any = None  # the verdict that cut it
         if cfg.early_stop is not None:
-
             self.saturation = LiveJudge(cfg.early_stop.get("rate_per_s"), OversaturationRule(**(cfg.early_stop.get("rule") or {})))
         self.clock_offsets: dict[str, Any] = {}
         self._cpu0 = self._wall0 = 0.0

@@ -83,7 +83,6 @@ def detect_format(path: str | Path) -> str:
     if p.suffix.lower() in (".jsonl", ".json"):
         return "mooncake"
     if p.suffix.lower() == ".csv":
-
         if not p.is_file():
             raise HarnessError(f"trace file {str(p)!r} does not exist; give a Mooncake .jsonl, a BurstGPT or an Azure LLM "
                                "inference .csv.")
@@ -106,7 +105,6 @@ def read_selected(path: str | Path, fmt: str | None = None, selection: TraceSele
                       key=lambda r: r.timestamp_s)
         meta["trace_rows_read"] = len(reqs)
     else:
-
         # a window or a request limit lets the reader stop early on a time-ordered file
         limit = selection.max_requests if w0 == 0.0 else None
         csv = read_csv_trace(path, fmt, until_s=w1, max_requests=limit)

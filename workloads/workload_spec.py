@@ -187,7 +187,6 @@ def build_workload(spec: WorkloadSpec, schedule: Schedule, *, name: str = "custo
     prefix = prompt_text(spec.prefix_tokens, seed * 7919 + 1, tok) if spec.prefix_tokens else ""
     dataset_info = None
     if spec.dataset:
-
         picked, _, dataset_info = sample_prompts(read_prompts(spec.dataset, spec.dataset_field), n_req, seed, count=count,
                                                  min_tokens=spec.dataset_min_tokens, max_tokens=spec.dataset_max_tokens)
         bodies = [q.text for q in picked]

@@ -118,7 +118,6 @@ def serve(spec: TargetSpec, bound_s: float) -> Iterator[_Live]:
                     [{"role": "all", "url": f"{spec.url}/metrics"}], {})
         return
     if spec.kind == "embedded":
-
         o = dict(spec.overrides)
         profile = o.pop("profile", "fixed" if "scenario" not in o else "scenario")
         args = ["--profile", str(profile)]

@@ -155,7 +155,6 @@ def engine_session(cfg: EngineConfig, *, results_dir: str | None = "results", se
 
     def on_ready(eng: RunningEngine) -> dict[str, Any] | None:
         if notify is not None:
-
             for line in ready_lines(eng, serve):
                 notify(line)
         if bench is None:

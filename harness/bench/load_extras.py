@@ -58,7 +58,6 @@ def load_config_fields(opts: Any, artifact: Any, *, target_url: str | None) -> d
     if opts.gpu_metrics:
         check_exporters(opts.gpu_metrics)
     if opts.profile_window is not None:
-
         a, b = absolute_window(opts.profile_window, warmup_s=opts.warmup_s, span_s=artifact.span_s, cooldown_s=opts.cooldown_s)
         fields["profile"] = {"window_s": [a, b], "window_in_measurement_s": list(opts.profile_window), "output_dir": opts.profile_dir}
     if opts.early_stop:

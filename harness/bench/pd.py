@@ -79,7 +79,6 @@ class Target:
 def reach_target(opts: BenchPdOptions, scenario: Any) -> Target:
     """Start the embedded target, or describe the one at --target URL (simulated when it says so in its headers)."""
     if opts.target_url is None:
-
         args = ["--scenario", opts.scenario, "--time-scale", str(opts.time_scale), "--allocation", opts.allocation]
         if opts.startup_s is not None:
             args += ["--startup-s", str(opts.startup_s)]
@@ -126,7 +125,6 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
                       timeout_s=min(60.0, opts.request_timeout_s), extra_body={"ignore_eos": True})
         pool_note = None
         if opts.concurrency and opts.num_requests is None and not opts.workload_path:
-
             pool = closed_loop_pool(opts, s, target.url if target.process is None else None, model=model)
             opts, pool_note = replace(opts, num_requests=pool.requests), pool.basis
         artifact_path = build_workload(opts, s, workdir)
@@ -171,7 +169,6 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
     run = Run(run_dir)
     paths: list[str] = []
     if opts.report_dir:
-
         paths = [str(p) for p in render(run, Path(opts.report_dir) / run.manifest.run_id)]
     summary = read_summary(run).load
 

@@ -121,7 +121,6 @@ class LoadProgress:
     def __init__(self, mode: Mode = "auto", *, simulated: bool = False, stream: TextIO | None = None,
                  plain_every_s: float = 10.0) -> None:
         if mode not in MODES:
-
             raise HarnessError(f"progress mode must be one of {', '.join(MODES)}, got {mode!r}.")
         self.stream = stream if stream is not None else sys.stderr
         if mode == "auto":

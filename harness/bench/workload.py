@@ -31,7 +31,6 @@ def build_workload(opts: BenchPdOptions, scenario: Any, workdir: Path) -> Path:
         return Path(opts.workload_path)
     w = scenario.workload
     if opts.concurrency or opts.workload.custom:
-
         if opts.mix not in ("scenario", "mooncake"):
             raise HarnessError(f"--mix {opts.mix} has its own token counts; use the workload flags (--input-tokens, ...) "
                                "with --mix scenario (the default).")
@@ -42,7 +41,6 @@ def build_workload(opts: BenchPdOptions, scenario: Any, workdir: Path) -> Path:
             sched = _open_loop_schedule(opts, scenario)
         spec = opts.workload
         if spec.prefix_tokens == 0 and spec.input_tokens is None and not spec.dataset and not spec.trace and w.cached_prefix_tokens:
-
             spec = replace(spec, prefix_tokens=w.cached_prefix_tokens)  # the scenario's own shared prefix
         art = build_from_spec(spec, sched, name="custom" if opts.workload.custom else "scenario", seed=opts.seed, api=opts.api,
                               default_input_tokens=w.input_tokens, default_output_tokens=w.output_tokens)
@@ -105,13 +103,11 @@ def closed_loop_pool(opts: BenchPdOptions, scenario: Any, url: str | None, *, mo
     in_tok = int(round(spec.input_tokens.mean)) if spec.input_tokens is not None else int(w.input_tokens)
     out_tok = int(round(spec.output_tokens.mean)) if spec.output_tokens is not None else int(w.output_tokens)
     if url is None:
-
         dep = deployment_from_scenario(scenario, allocation=opts.allocation, startup_s=0.0)
         run = simulate(lambda: ChapterScheduler(dep), [ArrivingRequest(0.0, max(1, in_tok), max(1, out_tok))])
         alone_s = float(run.finished_s[0]) * opts.time_scale
         how = f"one request of {in_tok}/{out_tok} tokens takes {alone_s:.3g} s alone on the scenario's deployment (simulated)"
     else:
-
         key = LoadConfig(target_url=url, artifact_path="-", run_id="probe", api_key_env=opts.api_key_env).api_key()
         alone_s = time_one_request(url, model=model, api=opts.api, prompt=prompt_text(in_tok, 987_654_321, None),
                                    max_tokens=out_tok, api_key=key, timeout_s=opts.request_timeout_s,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.bench.load_extras import parse_gpu_metrics_url
 from harness.bench.pd import BenchPdOptions, bench_pd
-from harness.bench.progress import LoadProgress, SIMULATED_NOTE
+from harness.bench.progress import SIMULATED_NOTE, LoadProgress
 from harness.bench.rates import parse_rate, run_series, search_rate, summary_lines, table_lines
 from harness.cli._output import print_json
 from harness.errors import HarnessError
@@ -145,13 +145,11 @@ def main(args: argparse.Namespace) -> int:
 
     if isinstance(rate, list) or rate == "auto":
         if opts.concurrency:
-
             raise HarnessError("--concurrency runs closed loop; a rate series or search needs open loop (drop --concurrency).")
 
         opts = replace(opts, early_stop=not args.no_early_stop)  # a hopeless step is cut short and marked
         run_one = lambda o: bench_pd(o, progress=progress())  # noqa: E731
         if rate == "auto":
-
             start = args.auto_start or load_scenario(opts.scenario).workload.arrival_rate_per_s or 1.0
             res = search_rate(opts, run_one, start_per_s=start, slo_attainment=args.slo_attainment, max_steps=args.auto_max_steps)
         else:
@@ -182,7 +180,6 @@ def main(args: argparse.Namespace) -> int:
     for line in extra_lines(RunExtras(**res.extras)) if res.extras else []:
         print(line)
     if not res.plan_predicts:
-
         for line in twin_lines(res.prediction, res.summary):
             print(line)
     if not res.valid:

@@ -47,7 +47,6 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(render_summary(rec, str(path)))
         if into_db:
-
             print(f"filed into the GPU calibration database: {load_entry(path).describe()}")
     return 0
 

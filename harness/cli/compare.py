@@ -77,7 +77,6 @@ def finish(cmp: Any, args: argparse.Namespace, gates: list) -> int:
     outcomes = check_gates(cmp, gates) if gates else []
     paths: list[Path] = []
     if not args.no_report:
-
         out = Path(args.to) if args.to else default_report_dir(cmp)
         paths = render_comparison(cmp, out, outcomes)
     report = next((str(p) for p in paths if p.name == "index.html"), None)
@@ -86,7 +85,6 @@ def finish(cmp: Any, args: argparse.Namespace, gates: list) -> int:
         print_json({**cmp.to_dict(), "gates": [o.to_dict() for o in outcomes], "report": report,
                     "breached": bool(breaches)})
     else:
-
         print(render_text(cmp, outcomes, report))
     if breaches:
         raise RegressionError(f"{len(breaches)} gate(s) breached: " + "; ".join(o.message for o in breaches))

@@ -69,7 +69,6 @@ def main(args: argparse.Namespace) -> int:
                                       calibration=args.calibration or None, engine_config=cfg.source, proxy=args.proxy,
                                       request_timeout_s=args.request_timeout_s)
     elif args.calibration or args.proxy:
-
         raise HarnessError("--calibration and --proxy predict a bench-pd run; give --bench-pd too, or drop them.")
     res, benches = uc.engine_session(cfg, results_dir=None if args.no_store else args.results, serve=args.serve,
                                      hold_s=args.hold_s, port=args.port, log_dir=args.log_dir, bench=bench,

@@ -142,7 +142,6 @@ def main_list(args: argparse.Namespace) -> int:
 def main_import(args: argparse.Namespace) -> int:
     options = {"units": args.units} if args.units else {}
     if options and args.format != "perftest":
-
         raise HarnessError(f"--units applies to perftest imports only, not {args.format}; leave it out.")
     summary = import_to_run(args.format, args.file, args.out, command_line=["harness", *sys.argv[1:]], machine=args.machine, **options)
     if args.json:

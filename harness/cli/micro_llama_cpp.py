@@ -37,7 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-
     which = parse_tools(args.tools)
     threads = args.threads
     model = args.model

@@ -50,7 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     if args.action == "fit":
-
         cal = st.fit_from_runs(args.results, holdout=args.holdout, seed=args.seed, n_bootstrap=args.bootstrap, form=args.form)
 
         name = f"{cal.machine}.step-time.json"
@@ -66,7 +65,6 @@ def main(args: argparse.Namespace) -> int:
         return 0
     cal = st.load_step_time(args.calibration)
     if args.config:
-
         eng = st.EngineSettings.from_engine_config(load_engine_config(args.config))
     else:
         eng = st.EngineSettings(args.family or cal.family, args.threads or cal.threads)

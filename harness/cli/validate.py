@@ -39,7 +39,6 @@ def main(args: argparse.Namespace) -> int:
     v = validate_silicon(args.system, csv=args.csv, calibration=args.calibration, with_aic=not args.no_aic,
                          kernel_data=args.kernel_data, limit=args.limit)
     if args.plot:
-
         plot_validation(v, args.plot)
     if args.json:
         print_json(v.to_dict())

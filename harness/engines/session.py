@@ -116,7 +116,6 @@ def run_session(
     extra: dict[str, Any] = {}
     writer = None
     if results_dir is not None:
-
         manifest = new_manifest("engine", engine=plan.manifest_engine(), command_line=command_line,
                                 extra={"engine_config": cfg.to_dict()})
         writer = RunWriter(manifest, results_dir)

@@ -76,7 +76,6 @@ def run_nightly(o: NightlyOptions, log=None) -> NightlyResult:
             runs.append(r)
         steps.append(("micro", "skipped", f"--from-run given: appending {len(runs)} stored run(s) instead of measuring"))
     else:
-
         say(f"nightly: micro suites {o.suites}{' (quick)' if o.quick else ''} -> {o.results_dir}")
         s = run_micro(o.suites, quick=o.quick, out=o.results_dir, device=o.device, seed=o.seed,
                       command_line=list(o.command_line) or ["harness", "nightly"])

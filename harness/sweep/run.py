@@ -188,7 +188,6 @@ def prepare(o: SweepOptions, workdir: Path) -> tuple[Any, list[PreparedPoint], f
 
 
 def _scenario_variant(base: Path, changes: dict[str, Any], dest: Path) -> Path:
-
     if not base.is_file():
         raise HarnessError(f"scenario file {str(base)!r} does not exist; give embedded,scenario=PATH to an existing file.")
     data = load_toml(base, "scenario")

@@ -27,7 +27,7 @@ import re
 import sqlite3
 from typing import Any, Sequence
 
-from gguf import GGMLQuantizationType, GGML_QUANT_SIZES
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from harness.calibration.family import ggml_family
 from harness.errors import HarnessError

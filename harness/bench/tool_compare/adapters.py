@@ -81,7 +81,6 @@ class Ours(ToolAdapter):
         return True
 
     def command(self, url: str, wl: Workload, tools: Tools, run_dir: Path) -> tuple[list[str], Path]:
-
         sched = burst(wl.requests, 1e-9, 1.0) if wl.rate_per_s is None else constant(wl.rate_per_s, wl.requests / wl.rate_per_s)
         art = single_turn("cmp", sched, input_tokens=wl.input_tokens, output_tokens=wl.output_tokens, api="completions")
         run_id = f"cmp-{run_dir.name}-{time.strftime('%Y%m%dT%H%M%S')}"  # run directories are never overwritten

@@ -32,7 +32,6 @@ def _emit_log(url: str) -> dict[str, Any]:
 def _server(args: argparse.Namespace) -> Any:
     """A fresh server for one run: the embedded target writing each stream whole, or the one-token-per-write server."""
     if getattr(args, "server", "target") == "token":
-
         light = getattr(args, "mode", "throughput") == "light"
         return start_token_server(ttft_s=LIGHT_TTFT_S if light else 0.0, itl_s=args.server_itl_s, cpu=args.server_cpu,
                                   emit_log=light, max_lifetime_s=args.run_timeout_s + 120)

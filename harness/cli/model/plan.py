@@ -44,7 +44,6 @@ def load_calibration(path: str | None, s=None):
         return None
     explicit = bool(path) and (path == "db" or path.startswith("db:"))
     if path and not explicit:
-
         return load_calibration_for_model(path)
 
     family = path.partition(":")[2] or None if path else None
