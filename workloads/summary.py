@@ -230,8 +230,9 @@ def _choose_window(df: Any, span_s: float, o: SummaryOptions) -> _Window:
             pool_out = float(np.nanmax(sent))
             w1 = max(w0, pool_out)
     start = df["intended_ns"].to_numpy(dtype=float) / 1e9
-    if o.closed_loop:  # the pool's unused rest was never offered
-        start = np.where((df["error_class"] == "not_sent").to_numpy(), np.nan, start)
+    # a request never sent never reached the target: not in flight (a closed loop's unused pool; an open loop stopped
+    # early, whose unsent rest counted in flight forever and read as a target serving less than was offered)
+    start = np.where((df["error_class"] == "not_sent").to_numpy(), np.nan, start)
     series = in_flight_series(start, _ended_s(df), w1)
     state = series
     if o.closed_loop:
@@ -242,7 +243,8 @@ def _choose_window(df: Any, span_s: float, o: SummaryOptions) -> _Window:
     steady_at = None if st is None else st.start_s
     ok_done = df["last_byte_ns"].to_numpy(dtype=float)[(df["error_class"] == "ok").to_numpy()] / 1e9
     kept = int(((ok_done >= (steady_at or 0.0)) & (ok_done < w1)).sum())
-    too_few = bool(steady_at) and kept < MIN_WINDOW_COMPLETIONS
+    # a start at 0 s is a measured start too: with too few completions after it, nothing tells it from a step later on
+    too_few = steady_at is not None and kept < MIN_WINDOW_COMPLETIONS
     if too_few:  # too few completions after it to tell a start-up from the run's own spread: nothing cut, nothing claimed
         steady_at = None
     if o.warmup_auto:
@@ -323,6 +325,9 @@ def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOption
     note = None
     if not empty_window and not done_in.any():
         note = _empty_window_note(df, is_ok, last, w0, w1)
+        if is_ok.any():  # (nothing succeeded: the failure reasons above say so)
+            reasons.append("no request completed inside the measurement window, so the run measured no steady figure "
+                           "(the window note says why)")
     ci = rate_interval(last[done_in], w0, w1) if n_total else None
     trend = in_flight_trend(win_.in_flight, w0, w1) if win_.in_flight is not None else None
     late = win_.steady_start_s
@@ -330,7 +335,9 @@ def summarise(df: Any, *, span_s: float, options: SummaryOptions = SummaryOption
                    if late is not None and w0 < late < w1 else None)  # the window's throughput from where it settled
     mid = (w0 + w1) / 2
     halves = (int((done_in & (last < mid)).sum()), int((done_in & (last >= mid)).sum()))
-    steady, notes = _steadiness(win_, throughput, n_intended / win, trend, thr_settled, bool(done_in.any()), halves)
+    e2e_p50 = float(np.median(ok["e2e_s"].astype(float))) if len(ok) else None
+    steady, notes = _steadiness(win_, throughput, n_intended / win, trend, thr_settled, bool(done_in.any()), halves,
+                                e2e_p50)
     if cut.any():
         notes.append(f"{int(cut.sum())} requests were in flight when the run's time ended (run_ended): they are left out of "
                      "every figure and are not failures")
@@ -449,8 +456,11 @@ def _empty_window_note(df: Any, is_ok: np.ndarray, last: np.ndarray, w0: float, 
     return f"{head}: completions came before ({first_done:.2f} s) and after it, none inside; a longer window would hold some"
 
 
+FILL_LIFETIMES = 3.0  # a window shorter than this many request lifetimes (E2E p50) may still hold the fill-up
+
+
 def _steadiness(w: _Window, throughput: float, offered: float, trend: float | None, thr_settled: float | None,
-                completed: bool, halves: tuple[int, int]) -> tuple[bool | None, list[str]]:
+                completed: bool, halves: tuple[int, int], e2e_p50_s: float | None = None) -> tuple[bool | None, list[str]]:
     """Whether the window is steady — the requests in flight hold level in it (drift within STEADY_TREND_FRACTION of its
     rate), and it opens where they had settled or so near it that its throughput moves by less than that share — and
     the notes a reader needs beside the headline."""
@@ -475,9 +485,17 @@ def _steadiness(w: _Window, throughput: float, offered: float, trend: float | No
         notes.append(f"not steady: {n1} completions in the window's first half against {n2} in its second (more than their "
                      "counting spread): the rate changed inside it; measure a longer run or move the window")
     if not level:
-        way = ("fell: the target was still working off a backlog, so the window's throughput is above what was offered; "
-               "measure a longer run" if trend < 0 else
-               "grew: the target served less than was offered (at or above its capacity)")
+        win = w.end_s - w.start_s
+        if trend < 0:
+            way = ("fell: the target was still working off a backlog, so the window's throughput is above what was "
+                   "offered; measure a longer run")
+        elif e2e_p50_s is not None and win < FILL_LIFETIMES * e2e_p50_s:
+            # N = λ·E2E is reached only about one lifetime after the load starts: growth here is what filling looks like
+            way = (f"grew, but a request took {e2e_p50_s:.3g} s end to end (p50) against the window's {win:.3g} s, so they "
+                   "may still have been filling up to their level (the offered rate × E2E); a run several E2E long tells "
+                   "that apart from a target serving less than was offered")
+        else:
+            way = "grew: the target served less than was offered (at or above its capacity)"
         notes.append(f"not steady: the requests in flight changed by {trend:+.3g}/s over the window ({trend / scale:+.0%} of "
                      f"the rate; steady means within ±{STEADY_TREND_FRACTION:.0%}); they {way}")
     elif not settled and w.steady_start_s is not None:

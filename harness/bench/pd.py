@@ -103,6 +103,18 @@ def reach_target(opts: BenchPdOptions, scenario: Any) -> Target:
     return Target(url, scrape, engine, opts.model_name or scenario.workload.model, url)
 
 
+def planned_scenario(opts: BenchPdOptions, scenario: Any) -> Any:
+    """The scenario the model column predicts: the embedded target emulates the startup --startup-s gave it, so the
+    plan's startup backlog and drain (§9.6.1) are of that startup, not the scenario file's (a deadline no later than
+    it is dropped: the backlog cannot clear before the service is ready)."""
+    if opts.target_url is not None or opts.startup_s is None:
+        return scenario
+    st = scenario.startup
+    deadline = st.deadline_s if st.deadline_s is not None and st.deadline_s > opts.startup_s else None
+    return scenario.model_copy(update={"startup": st.model_copy(update={"startup_s": float(opts.startup_s),
+                                                                        "deadline_s": deadline})})
+
+
 def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdResult:
     """The run's steps, in order: check the twin, reach the target, pre-flight, size a closed loop's pool, build the
     workload, predict it (twin), load, report."""
@@ -132,7 +144,7 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
         # GPU telemetry, profile window, early stop: checked before anything starts (harness.bench.load_extras)
         extra_fields = load_config_fields(opts, load_artifact(artifact_path), target_url=opts.target_url)
         plan_path = workdir / "plan.json"
-        plan_path.write_text(json.dumps(as_json(plan(s, include_grid=False))))
+        plan_path.write_text(json.dumps(as_json(plan(planned_scenario(opts, s), include_grid=False))))
         sidecars: dict[str, str] = {}
         if twin is not None:  # before the load: the prediction cannot peek at the measurement
 

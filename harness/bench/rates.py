@@ -185,8 +185,14 @@ def summary_lines(r: RateSweepResult) -> list[str]:
     head = [f"run group {r.group_id} ({r.mode}, {len(r.points)} runs, open loop); SLOs {slo}; a rate meets them when the run is "
             f"valid and ≥ {r.slo_attainment:.0%} of the requests that ended in its window met every SLO"]
     knee = r.knee_rate_per_s
-    head.append(f"knee (highest rate measured that met the SLOs): {knee:.4g} req/s" if knee is not None
-                else "knee: no rate tried met the SLOs")
+    top = max((p.rate_per_s for p in r.points), default=None)
+    if knee is None:
+        head.append("knee: no rate tried met the SLOs")
+    elif knee == top:  # nothing above it was tried, so no knee was found: a lower bound only
+        head.append(f"knee: not found — every rate tried met the SLOs, up to {knee:.4g} req/s (the highest tried: the knee "
+                    "is at or above it; try higher rates)")
+    else:
+        head.append(f"knee (highest rate measured that met the SLOs): {knee:.4g} req/s")
     cut = [p for p in r.points if p.stopped_early]
     if cut:
         head.append(f"{len(cut)} step(s) cut short as over-saturated (rates {', '.join(f'{p.rate_per_s:g}' for p in cut)}): "

@@ -301,11 +301,16 @@ def render(run: RunSource, out_dir: str | Path, options: ReportOptions | None = 
     if not plan_predicts:
         rows = [(a, b, _real_target_cell(a, c, pred, summary)) for a, b, c in rows]
     notes = [f"Note: {n}." for n in summary.notes]
-    shape = _shape_mismatch(plan, m)
+    shape, rate = _shape_mismatch(plan, m), _rate_mismatch(plan, m)
     if plan_predicts and shape:
         notes.append(f"Note: the model column is the scenario's plan for its {shape[0]} requests; this run sent {shape[1]}, so "
                      "its figures are not this run's prediction.")
-    model_header = (f"model (Chapter 9, for {shape[0]} requests, not this run's)" if shape else "model (Chapter 9)") if plan_predicts else (SIMULATED_LABEL if pred else NoPrediction.reason)
+    if plan_predicts and rate:
+        notes.append(f"Note: the model column is the scenario's plan at its arrival rate of {rate[0]:g} req/s; this run offered "
+                     f"{rate[1]:.4g} req/s, so its figures are not this run's prediction.")
+    differs = [x for x in (shape and f"{shape[0]} requests", rate and f"{rate[0]:g} req/s") if x]
+    model_header = ((f"model (Chapter 9, for {' at '.join(differs)}, not this run's)" if differs else "model (Chapter 9)")
+                    if plan_predicts else (SIMULATED_LABEL if pred else NoPrediction.reason))
     sections = [] if plan_predicts else [*(_twin_section(pred, summary) if pred else []), *_scenario_plan_section(plan_facts, m)]
     extra_sections, extra_figs = extras_sections(run, req)  # GPU telemetry, prefix reuse, profile window, early stop
     sections += extra_sections
@@ -390,6 +395,17 @@ def _shape_mismatch(plan: dict[str, Any] | None, m: Any) -> tuple[str, str] | No
     if all(abs(float(g) - float(w)) <= 0.01 * float(w) for g, w in zip(got, want)):
         return None
     return f"{want[0]:.0f}/{want[1]:.0f}-token", f"{got[0]:.0f}/{got[1]:.0f}-token"
+
+
+def _rate_mismatch(plan: dict[str, Any] | None, m: Any) -> tuple[float, float] | None:
+    """(the scenario's arrival rate, the run's offered mean rate) when an open-loop run offered another rate than the
+    one the plan is for (more than 1 % apart); None for closed loop or when either is unknown."""
+    want = ((plan or {}).get("workload") or {}).get("arrival_rate_per_s")
+    sched = (m.extra.get("workload") or {}).get("schedule") or {}
+    got = sched.get("mean_rate_per_s")
+    if want is None or got is None or sched.get("kind") == "closed-loop" or not float(want) > 0:
+        return None
+    return None if abs(float(got) - float(want)) <= 0.01 * float(want) else (float(want), float(got))
 
 
 def latency_sets(req: Any, summary: LoadSummary) -> dict[str, Any]:

@@ -181,3 +181,33 @@ def test_the_default_run_holds_the_offered_rate_within_its_interval(tmp_path, ca
     offered = s["intended_rate_per_s"]
     assert lo <= offered <= hi and offered == pytest.approx(3.5 / ts, rel=0.02)
     assert s["goodput_per_s"] <= s["request_throughput_per_s"]
+
+
+# --- others of the same kind: the model column follows the startup the embedded target was given ----------------------
+
+@pytest.mark.slow
+def test_the_model_column_predicts_the_startup_the_embedded_target_emulates(tmp_path, capsys):
+    """`--startup-s 0`: the embedded target starts at once, so the §9.6.1 backlog beside its queue is 0 requests (it
+    read 'backlog 35 requests', the scenario file's 10 s startup, beside 'never held a waiting request')."""
+    rc = main(["bench-pd", "--scenario", SCENARIO, "--startup-s", "0", *SHORT, "--out", str(tmp_path / "r"),
+               "--report-dir", str(tmp_path / "p")])
+    assert rc == 0, capsys.readouterr().out
+    run = Run(next((tmp_path / "r").glob("*/*")))
+    assert run.json("plan.json")["startup"]["backlog_requests"] == 0.0
+    md = next((tmp_path / "p").glob("*/summary.md")).read_text()
+    row = next(ln for ln in md.splitlines() if ln.startswith("| waiting queue"))
+    assert "backlog 0 requests" in row and "backlog 35" not in row, row
+    # the scenario's plan is for 8192/1025-token requests at 3.5 req/s; this run sent 16/4 at 4 req/s: both said
+    assert "| model (Chapter 9, for 8192/1025-token requests at 3.5 req/s, not this run's) |" in md
+    assert "at its arrival rate of 3.5 req/s; this run offered 4 req/s" in md
+
+
+def test_the_planned_scenario_keeps_the_file_for_a_url_target_and_drops_an_earlier_deadline():
+    from harness.bench.pd import planned_scenario
+    from harness.specs.scenario import load_scenario
+
+    s = load_scenario(SCENARIO)  # startup 10 s, deadline 60 s
+    assert planned_scenario(BenchPdOptions(scenario=SCENARIO, target_url="http://127.0.0.1:1", startup_s=0.0), s) is s
+    assert planned_scenario(BenchPdOptions(scenario=SCENARIO), s) is s
+    late = planned_scenario(BenchPdOptions(scenario=SCENARIO, startup_s=70.0), s).startup
+    assert late.startup_s == 70.0 and late.deadline_s is None and s.startup.startup_s == 10.0

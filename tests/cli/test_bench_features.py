@@ -195,3 +195,6 @@ def test_a_cut_step_fails_and_the_knee_is_the_highest_rate_meeting_the_slos(tmp_
     assert "knee" in md and json.loads((tmp_path / "rep" / res.group_id / "latency-throughput.json").read_text())["knee_rate_per_s"] == 4.0
     none = RateSweepResult("g", "series", [RatePoint(1.0, "r", False, False, 0, 0, 0, None, None, None, None, None, None, None)], {}, 0.9)
     assert none.knee_rate_per_s is None and "knee: no rate tried met the SLOs" in summary_lines(none)[1]
+    # every rate met the SLOs: the highest tried is a lower bound, not a knee
+    easy = run_series(BenchPdOptions(report_dir=str(tmp_path / "rep2")), [2.0, 4.0], run_one)
+    assert easy.knee_rate_per_s == 4.0 and "knee: not found — every rate tried met the SLOs, up to 4 req/s" in summary_lines(easy)[1]

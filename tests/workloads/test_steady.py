@@ -80,6 +80,7 @@ def test_a_window_shorter_than_one_request_says_so():
     s = summarise(_ch9_records(5.0, 3.5, startup_s=0.0), span_s=5.0)
     assert s.request_throughput_per_s == 0.0
     assert "generating one response took at least" in s.window_note and "backlog" not in s.window_note
+    assert not s.valid and any("no request completed inside the measurement window" in r for r in s.invalid_reasons)
     backlog = summarise(_ch9_records(20.0, 3.5), span_s=20.0)  # 10 s startup: requests waited, then generated in ~18 s
     assert "backlog" in backlog.window_note or backlog.request_throughput_per_s > 0
 
@@ -122,3 +123,38 @@ def test_a_closed_loop_that_waited_out_a_startup_is_not_called_steady():
     s = summarise(pd.DataFrame(rows), span_s=15.0, options=SummaryOptions(closed_loop=True, warmup_auto=True))
     assert s.steady is not True
     assert any("first half" in n or "too few completions" in n for n in s.notes), s.notes
+    # the window's basis does not claim a measured start at 0 s: nothing completed before 10.5 s, and the 32 completions
+    # after it are too few to tell where the run settled (it read "measured: ... settled at 0.0 s")
+    assert not s.window_basis.startswith("measured") and "too few" in s.window_basis, s.window_basis
+
+
+def test_a_run_a_few_requests_long_that_is_filling_up_is_not_blamed_on_capacity():
+    """`harness bench-pd --target URL --duration-s 20` on the chapter's deployment at 3.5 req/s, below its 4.55 req/s:
+    a request lives ~18 s, so the requests in flight are still filling for most of the 20 s window. The note said
+    'the target served less than was offered (at or above its capacity)'; the run shows the fill-up."""
+    s = summarise(_ch9_records(20.0, 3.5, startup_s=0.0), span_s=20.0, options=SummaryOptions(warmup_auto=True))
+    assert s.steady is not True
+    grew = [n for n in s.notes if "requests in flight changed by +" in n]
+    assert grew and "still have been filling up" in grew[0] and "served less than was offered (at" not in grew[0], s.notes
+
+
+def test_an_open_loop_stopped_early_does_not_count_its_unsent_requests_in_flight():
+    """A Locust web-UI run stopped after 4 s of a 60 s schedule at 1 req/s: 5 requests sent, the other 50 never sent.
+    They were counted in flight from their intended send to the end, and the note blamed the target ('they grew: the
+    target served less than was offered')."""
+    rows = []
+    for i in range(55):
+        t = i * 60.0 / 55
+        sent = t < 4.6
+        rows.append({"request_index": i, "intended_ns": int(t * 1e9), "sent_ns": int(t * 1e9) if sent else None,
+                     "last_byte_ns": int((t + 0.1) * 1e9) if sent else None,
+                     "chunk_ns": [int((t + 0.02) * 1e9), int((t + 0.1) * 1e9)] if sent else [],
+                     "error_class": "ok" if sent else "not_sent", "ttft_s": 0.02 if sent else None,
+                     "ttft_from_intended_s": 0.02 if sent else None, "tpot_s": 0.08 if sent else None,
+                     "e2e_s": 0.1 if sent else None, "e2e_from_intended_s": 0.1 if sent else None,
+                     "schedule_lag_s": 0.0 if sent else None, "output_tokens_usage": 2 if sent else None,
+                     "output_tokens_chunks": 2 if sent else 0, "token_count_mismatch": False, "usage_missing": False})
+    df = pd.DataFrame(rows)
+    s = summarise(df, span_s=60.0, options=SummaryOptions(warmup_auto=True))
+    assert not s.valid  # 5 of 55 intended sent: invalid, and it says so
+    assert not any("served less than was offered" in n for n in s.notes), s.notes
