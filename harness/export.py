@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness.errors import HarnessError
+from harness.store import Run
 
 FORMATS = ("csv", "jsonl")
 
@@ -29,8 +30,6 @@ def export_run(run_path: str | Path, fmt: str, *, tables: list[str] | None = Non
                stream: TextIO | None = None) -> list[str]:
     """Write the run's `tables` (default: requests) in `fmt`; to `out` (a file for one table, a directory for several),
     or to `stream` (stdout). Returns what was written."""
-    from harness.store import Run
-
     if fmt not in FORMATS:
         raise HarnessError(f"export format must be one of {', '.join(FORMATS)}, got {fmt!r}.")
     run = Run(run_path)

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import re
 
+from harness import __version__
 from harness.cpuinfo import cpuinfo
 from harness.errors import HarnessError
 from harness.versioning import check_version, load_versioned, upgrade
@@ -123,8 +124,6 @@ def machine_fingerprint(gpu_name: str | None = None) -> str:
 
 
 def new_manifest(kind: str, *, seeds: dict[str, int] | None = None, gpu_name: str | None = None, **kw: Any) -> RunManifest:
-    from harness import __version__
-
     commit, dirty = harness_commit()
     torch_version = kw.pop("torch_version", None)
     if torch_version is None and "torch" in sys.modules:

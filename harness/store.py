@@ -25,6 +25,7 @@ import errno
 import json
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -49,8 +50,6 @@ SIDECAR_UPGRADES: dict[str, dict[int, Callable[[dict], dict]]] = {name: {} for n
 
 def warn(message: str) -> None:
     """A warning the user can act on, on stderr (the CLI prints errors the same way)."""
-    import sys
-
     print(f"warning: {message}", file=sys.stderr)
 
 
@@ -173,6 +172,7 @@ def part_path(run_path: Path, table: str, n: int) -> Path:
 
 def write_part(run_path: Path, run_id: str, table: str, rows: Any, n: int) -> Path | None:
     """Write rows (a DataFrame or a list of dicts) as part `n` of `table` in the run directory `run_path`."""
+    # lazy: pandas adds ~0.5 s to every verb's start-up (all import the store); only table reads use it
     import pandas as pd
 
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
@@ -183,6 +183,7 @@ def write_part(run_path: Path, run_id: str, table: str, rows: Any, n: int) -> Pa
         validate_table(table, df, f"append to {Path(run_path) / table}")
     df["schema_version"] = SCHEMA_VERSION
     df["run_id"] = run_id
+    # lazy: pyarrow.parquet adds ~50 ms to every verb's start-up (all import the store); only table I/O uses it
     import pyarrow.parquet as pq
 
     arrow = to_arrow(table, df, f"append to {Path(run_path) / table}")  # the table's declared types (harness.table_schemas)
@@ -299,6 +300,7 @@ class RunWriter:
 
     def disk_full_error(self) -> HarnessError:
         """The run's failure on a full disk, with what was kept where (call when `rescue` is set)."""
+        # lazy: pyarrow.parquet adds ~50 ms to every verb's start-up (all import the store); only table I/O uses it
         import pyarrow.parquet as pq
 
         r = self.rescue
@@ -381,6 +383,7 @@ class Run:
     def table(self, name: str, *, strict: bool = False):
         """The table's parts, upgraded and concatenated. A damaged part is skipped with a warning naming it and
         what was read instead; with `strict`, or when no part is readable, it is a HarnessError."""
+        # lazy: pandas adds ~0.5 s to every verb's start-up (all import the store); only table reads use it
         import pandas as pd
 
         d = self.path / name

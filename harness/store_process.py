@@ -21,6 +21,7 @@ reach it: the parent stays able to hand over the records of what was in flight.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
@@ -31,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from harness.store import RunWriter, nonempty_rows, part_path, write_part
 
@@ -122,10 +125,6 @@ def _lower_priority() -> None:
 def _warm_up() -> None:
     """Encode one tiny part in memory: pandas and Arrow import their parquet paths lazily, on the first
     write (about 0.4 s of CPU here), which is start-up, not the cost of the records."""
-    import io
-
-    import pandas as pd
-
     pd.DataFrame({"a": [1], "b": [[1, 2]], "c": ["x"]}).to_parquet(io.BytesIO(), index=False)
 
 

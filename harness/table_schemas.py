@@ -60,6 +60,7 @@ OPEN_TABLES = frozenset(TABLE_COLUMNS)
 
 
 def _arrow_type(name: str) -> Any:
+    # lazy: pyarrow adds ~25 ms to every verb's start-up; only a table write uses it
     import pyarrow as pa
 
     return {I: pa.int64(), F: pa.float64(), B: pa.bool_(), S: pa.string(), LI: pa.list_(pa.int64())}[name]
@@ -67,6 +68,7 @@ def _arrow_type(name: str) -> Any:
 
 def arrow_schema(table: str) -> Any:
     """The pyarrow schema of a declared table (its columns, then schema_version and run_id), or None."""
+    # lazy: pyarrow adds ~25 ms to every verb's start-up; only a table write uses it
     import pyarrow as pa
 
     cols = TABLE_SCHEMAS.get(table)
@@ -79,6 +81,7 @@ def to_arrow(table: str, df: Any, source: str) -> Any:
     """The DataFrame as a pyarrow Table with `table`'s declared schema (a declared column it lacks is all null); an
     undeclared table keeps its inferred types. A column not declared, or a value that does not fit its type (a
     fractional count), is a HarnessError naming the column."""
+    # lazy: pyarrow adds ~25 ms to every verb's start-up; only a table write uses it
     import pyarrow as pa
 
     schema = arrow_schema(table)

@@ -3,6 +3,8 @@ only report/ and the CLI renderers convert, through these."""
 
 import math
 
+from harness.errors import HarnessError
+
 KiB = 1024
 MiB = 1024**2
 GiB = 1024**3
@@ -29,8 +31,6 @@ DTYPE_BYTES: dict[str, float] = {
 
 def dtype_bytes(dtype: str, field: str = "dtype") -> float:
     """Bytes per element of a weight or KV dtype; a bad name raises HarnessError naming the field."""
-    from harness.errors import HarnessError
-
     try:
         return DTYPE_BYTES[dtype]
     except KeyError:

@@ -23,6 +23,7 @@ above its baseline, "allocated" the bytes of the workload's live tensors.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -68,6 +69,7 @@ def _rss_bytes() -> int:
 
 def child(device: str, steps: int, seed: int, hidden: int, kv_bytes_per_token: int) -> dict[str, Any]:
     """Run the workload here (the allocator is whatever this process's environment selected)."""
+    # lazy: optional (the torch extra): a host without it runs the numpy suites
     import torch
 
     dev = torch.device(device)
@@ -187,8 +189,6 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    import argparse
-
     ap = argparse.ArgumentParser(description="allocator suite child: run the mixed workload under this environment's allocator")
     ap.add_argument("--child", action="store_true", required=True)
     ap.add_argument("--device", default="cpu")

@@ -22,6 +22,7 @@ SDPA_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "M
 
 def sdpa_call(torch: Any, backend: str, q: Any, k: Any, v: Any) -> Callable[[], Any]:
     """A thunk running SDPA with only `backend` allowed; raises (at the first call) if that backend refuses."""
+    # lazy: optional (the torch extra): a host without it runs the numpy suites
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     be = getattr(SDPBackend, backend)
@@ -37,6 +38,7 @@ def sdpa_call(torch: Any, backend: str, q: Any, k: Any, v: Any) -> Callable[[], 
 def try_backend(torch: Any, backend: str, q: Any, k: Any, v: Any) -> tuple[Callable[[], Any] | None, str | None]:
     """(thunk, None) if `backend` runs this shape, else (None, reason)."""
     try:
+        # lazy: optional (the torch extra): a host without it runs the numpy suites
         from torch.nn.attention import SDPBackend
     except ImportError as exc:
         return None, f"torch.nn.attention is not available ({exc})"
@@ -54,6 +56,7 @@ def try_backend(torch: Any, backend: str, q: Any, k: Any, v: Any) -> tuple[Calla
 def flash_attn_call(torch: Any, q: Any, k: Any, v: Any) -> tuple[Callable[[], Any] | None, str | None]:
     """FlashAttention's decode kernel on the same cache; q [B, Hq, 1, D], k/v [B, Hkv, C, D] (transposed to [B, C, H, D])."""
     try:
+        # lazy: optional (GPU only): may be missing
         from flash_attn import flash_attn_with_kvcache
     except ImportError as exc:
         return None, f"flash-attn is not installed ({exc}); pip install flash-attn on the GPU machine to measure it"
@@ -73,6 +76,7 @@ def flash_attn_call(torch: Any, q: Any, k: Any, v: Any) -> tuple[Callable[[], An
 def flashinfer_call(torch: Any, q: Any, k: Any, v: Any) -> tuple[Callable[[], Any] | None, str | None]:
     """FlashInfer's single-request decode kernel (batch 1): q [Hq, D], k/v [C, Hkv, D]."""
     try:
+        # lazy: optional (GPU only): may be missing
         import flashinfer
     except ImportError as exc:
         return None, f"flashinfer is not installed ({exc}); install it on the GPU machine to measure it"

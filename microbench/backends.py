@@ -14,8 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+import numpy
+
 from harness.specs.host import HostSpec
 from microbench.case import Peak
+from microbench.gpu_identity import identify, identify_torch_device
+from microbench.gpu_link import clock_probe
 from microbench.timing import FULL, Measurement, TimingPolicy, time_cpu, time_cuda
 
 L2_FLUSH_MIN_BYTES = 256 * 2**20  # triton.testing.do_bench zeroes 256 MB; never less than 2x the L2
@@ -25,8 +30,6 @@ L2_MODES = ("flush", "rotated", "warm")
 def gpu_spec_for(device_name: str, sm_count: int | None = None, memory_bytes: float | None = None):
     """The catalog GpuSpec for a device's exact product name (checked against SM count and memory when given),
     or None (its MFU/MBU then stay empty; `microbench.gpu_identity.identify` says why)."""
-    from microbench.gpu_identity import identify
-
     return identify(device_name, sm_count, memory_bytes).spec
 
 
@@ -96,7 +99,6 @@ class Backend:
         if self.name == "torch":
             t = self.module
             return {"fp32": t.float32, "bf16": t.bfloat16, "fp16": t.float16, "fp64": t.float64, "fp8": getattr(t, "float8_e4m3fn", None)}[dtype]
-        import numpy as np
 
         return {"fp32": np.float32, "fp64": np.float64, "fp16": np.float16}.get(dtype)
 
@@ -105,7 +107,6 @@ class Backend:
             g = self.module.Generator(device=self.device).manual_seed(seed)
             x = self.module.randn(shape, generator=g, device=self.device, dtype=self.module.float32)
             return x.to(self.dtype_of(dtype))
-        import numpy as np
 
         return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32).astype(self.dtype_of(dtype))
 
@@ -178,9 +179,6 @@ class Detected:
 def cuda_backend(torch: Any, host: HostSpec, index: int = 0) -> Backend:
     """The torch backend of CUDA device `index`: spec by exact product name (SM count and memory checked),
     its L2 size, and an NVML clock probe found by the device's PCI bus id."""
-    from microbench.gpu_identity import identify_torch_device
-    from microbench.gpu_link import clock_probe
-
     props = torch.cuda.get_device_properties(index)
     ident = identify_torch_device(torch, index)
     return Backend("torch", f"cuda:{index}", torch, host, ident.device_name, ident.spec,
@@ -193,6 +191,7 @@ def detect_backends(host: HostSpec, device: str = "auto", want: tuple[str, ...] 
     llc = _llc_bytes()
     if "torch" in want:
         try:
+            # lazy: optional (the torch extra): a host without it runs the numpy suites
             import torch
 
             det.torch_version = torch.__version__
@@ -210,7 +209,5 @@ def detect_backends(host: HostSpec, device: str = "auto", want: tuple[str, ...] 
         except ImportError as exc:
             det.missing.append(("torch", f"torch is not installed ({exc}); pip install torch==2.13.0"))
     if "numpy" in want and device in ("auto", "cpu"):
-        import numpy
-
         det.backends.append(Backend("numpy", "cpu", numpy, host, host.cpu_model, None, llc, "LLC"))
     return det

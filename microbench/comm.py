@@ -24,16 +24,20 @@ gloo on loopback has no link peak).
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing as mp
 import os
+import queue as _queue
 import tempfile
 import time
 from datetime import timedelta
 from typing import Any, Iterator
 
 from harness.units import KiB, MiB
-from microbench.case import Peak, Skip, Work
+from microbench.case import CaseResult, Peak, Skip, Work
+from microbench.gpu_link import read_nvlink_peak
 from microbench.suite import Item, Planned, SuiteContext
 from microbench.timing import TimingPolicy, measurement_from_samples, plan_reps
+from microbench.transfer import pcie_peak
 
 NAME = "comm"
 DESCRIPTION = "send/recv, all_reduce, all_gather, all_to_all over torch.distributed: NCCL between this host's GPUs, gloo between CPU processes on 127.0.0.1"
@@ -76,6 +80,7 @@ def nccl_world(device_count: int) -> int:
 def _worker(rank: int, world: int, init_file: str, backend: str, sizes: list[int], ops: list[str], policy: dict, queue: Any) -> None:
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
+    # lazy: optional (the torch extra): a host without it runs the numpy suites
     import torch
     import torch.distributed as dist
 
@@ -165,8 +170,6 @@ def _worker(rank: int, world: int, init_file: str, backend: str, sizes: list[int
 
 def run_group(backend: str, sizes: list[int], policy: TimingPolicy, world: int = GLOO_WORLD, ops: tuple[str, ...] = OPS) -> dict:
     """Start `world` processes, collect rank 0's samples; kill them if they outlive JOIN_TIMEOUT_S."""
-    import multiprocessing as mp
-
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="harness-comm-") as d:
@@ -175,7 +178,6 @@ def run_group(backend: str, sizes: list[int], policy: TimingPolicy, world: int =
                  for r in range(world)]
         for p in procs:
             p.start()
-        import queue as _queue
 
         deadline = time.monotonic() + JOIN_TIMEOUT_S
         res = None
@@ -199,8 +201,6 @@ def run_group(backend: str, sizes: list[int], policy: TimingPolicy, world: int =
 
 
 def _cases_from(ctx: SuiteContext, dist_backend: str, device: str, res: dict, peak: Peak) -> list:
-    from microbench.case import CaseResult
-
     out = []
     world = res.get("world", GLOO_WORLD)
     measures = ("gloo over TCP on the loopback interface between CPU processes of this host" if dist_backend == "gloo" else
@@ -228,9 +228,6 @@ def _cases_from(ctx: SuiteContext, dist_backend: str, device: str, res: dict, pe
 
 def nccl_peak(b) -> Peak:
     """Per-direction peak of the link NCCL uses between this host's GPUs: NVLink when active, else PCIe."""
-    from microbench.gpu_link import read_nvlink_peak
-    from microbench.transfer import pcie_peak
-
     nv = read_nvlink_peak(b.module, b.index)
     return nv if nv.bytes_per_s else pcie_peak(b)
 

@@ -30,13 +30,30 @@ image has (torch, triton, cupy, pandas, pyarrow, nvidia-ml-py), never harness.cl
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import platform
 import statistics
 import sys
 import tarfile
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+from harness.calibration.synthetic import SyntheticMachine, write_synthetic_run
+from harness.model.forward import decode_step_work
+from harness.specs.device_names import spec_name_for_device
+from harness.specs.gpus import GPUS
+from harness.specs.host import detect_host
+from harness.specs.models import get_model
+from harness.telemetry.nvml import gpu_facts
+from microbench.backends import detect_backends
+from microbench.decode import kernel_count
+from microbench.graph_step import time_step
+from microbench.kernel_profile import profile_step
+from microbench.runner import run_micro
+from microbench.timing import TimingPolicy, time_cuda
+from microbench.transformer import RandomDecoder
 
 D2D_TARGET_FRACTION = 0.85
 GEMM_TOLERANCE = 0.03
@@ -56,6 +73,7 @@ STUB_MACHINE = "stub-device"
 
 
 def _torch():
+    # lazy: optional (the torch extra): a host without it runs the numpy suites
     import torch
 
     if not torch.cuda.is_available():
@@ -65,9 +83,6 @@ def _torch():
 
 def _spec(torch) -> Any:
     """The GPU spec of cuda:0 by its exact product name, or an error saying how to add one."""
-    from harness.specs.device_names import spec_name_for_device
-    from harness.specs.gpus import GPUS
-
     name = torch.cuda.get_device_name(0)
     slug = spec_name_for_device(name)
     if slug is None:
@@ -76,8 +91,6 @@ def _spec(torch) -> Any:
 
 
 def _policy():
-    from microbench.timing import TimingPolicy
-
     return TimingPolicy(budget_s=1.0, warmup_s=0.3, min_reps=20)
 
 
@@ -94,8 +107,6 @@ def _base(torch) -> dict[str, Any]:
 
 
 def check_d2d_copy() -> dict[str, Any]:
-    from microbench.timing import time_cuda
-
     torch = _torch()
     spec = _spec(torch)
     n = 2**30
@@ -113,9 +124,9 @@ def check_d2d_copy() -> dict[str, Any]:
 
 
 def check_gemm_large() -> dict[str, Any]:
+    # lazy: optional (GPU only): may be missing
     import triton.testing
 
-    from microbench.timing import time_cuda
 
     torch = _torch()
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -136,9 +147,9 @@ def check_gemm_large() -> dict[str, Any]:
 
 
 def check_gemm_small_graph() -> dict[str, Any]:
+    # lazy: optional (GPU only): may be missing
     import triton.testing
 
-    from microbench.timing import time_cuda
 
     torch = _torch()
     g = torch.Generator(device="cuda").manual_seed(1)
@@ -160,6 +171,7 @@ def memcpy_async_loop_s(torch, dst_ptr: int, src_ptr: int, nbytes: int, kind: in
                         samples: int = PINNED_REFERENCE_SAMPLES) -> tuple[float, float]:
     """(device seconds per copy, host seconds to issue one copy): `reps` back-to-back cudaMemcpyAsync on the
     current stream between two CUDA events (cupy's runtime binding), median of `samples` such groups."""
+    # lazy: optional (GPU only): may be missing
     import cupy
 
     stream = torch.cuda.current_stream().cuda_stream
@@ -222,8 +234,6 @@ def check_pinned_sweep() -> dict[str, Any]:
     """Ours (time_cuda, no graph: `copies_per_sample` back-to-back copy_ per event pair) against cudaMemcpyAsync issued
     with the same grouping (same copies between two events), per size and direction. A size whose copy is shorter
     than issuing it is kept, marked issue_bound and not judged; the check passes when every judged size matches."""
-    from microbench.timing import time_cuda
-
     torch = _torch()
     big = max(PINNED_SIZES)
     host = torch.randint(0, 255, (big,), dtype=torch.uint8).pin_memory()
@@ -274,15 +284,6 @@ def _is_gemm_kernel(name: str) -> bool:
 def check_decode_mbu() -> dict[str, Any]:
     """Qwen3-8B decode step at batch 1 as a CUDA-graph replay, twice: eager ops and fused (torch.compile). The check
     passes on the fused one (what engines run); the eager-ops MBU is information."""
-    from harness.model.forward import decode_step_work
-    from harness.specs.host import detect_host
-    from harness.specs.models import get_model
-    from microbench.backends import detect_backends
-    from microbench.decode import kernel_count
-    from microbench.graph_step import time_step
-    from microbench.kernel_profile import profile_step
-    from microbench.transformer import RandomDecoder
-
     torch = _torch()
     spec = _spec(torch)
     m = get_model("qwen3-8b")
@@ -326,8 +327,6 @@ def check_decode_mbu() -> dict[str, Any]:
 
 
 def run_suites(work: Path, suites: str) -> dict[str, Any]:
-    from microbench.runner import run_micro
-
     t0 = time.perf_counter()
     s = run_micro(suites, quick=True, out=work / "results", device="cuda", storage_path=work,
                   command_line=["microbench/device_check.sh", suites])
@@ -382,9 +381,7 @@ def _stub(name: str, work: Path, suites: str) -> dict[str, Any]:
     """No GPU: a result marked stub (never a pass), or for `suites` a synthetic run of the store."""
     if name != "suites":
         return {"stub": True, "pass": None, "note": "stub check (HARNESS_DEVICE_CHECK_STUB): packaging test, no GPU, no figure"}
-    import dataclasses
 
-    from harness.calibration.synthetic import SyntheticMachine, write_synthetic_run
 
     m = dataclasses.replace(SyntheticMachine(machine=STUB_MACHINE, n_samples=4), suites=("decode", "transfer"))
     path = write_synthetic_run(work / "results", m, seed=7)
@@ -431,12 +428,9 @@ def write_facts(work: Path, stub: bool) -> None:
     facts: dict[str, Any] = {"stub": stub}
     if not stub:
         try:
-            from harness.telemetry.nvml import gpu_facts
-
             facts["nvml"] = gpu_facts()
         except Exception as exc:  # noqa: BLE001
             facts["nvml_error"] = f"{type(exc).__name__}: {exc}"
-    import platform
 
     facts["host"] = platform.node()
     (work / "facts.json").write_text(json.dumps(facts, indent=2, default=str))

@@ -23,6 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from harness.specs.device_names import DEVICE_NAME_TO_SPEC
+from harness.specs.gpus import GPUS
+
 MEMORY_LOW, MEMORY_HIGH = 0.90, 1.03
 VENDOR_PREFIXES = ("NVIDIA ", "Tesla ")
 
@@ -54,8 +57,6 @@ PRODUCT_FACTS: dict[str, tuple[int, float, str]] = {
 
 
 def _products() -> tuple[GpuProduct, ...]:
-    from harness.specs.device_names import DEVICE_NAME_TO_SPEC
-
     out = []
     for name, spec in DEVICE_NAME_TO_SPEC.items():
         sm, mem, ff = PRODUCT_FACTS.get(spec, (0, 0.0, "?"))
@@ -103,8 +104,6 @@ def _how_to_add(device_name: str, sm: int | None, mem: float | None) -> str:
 
 def identify(device_name: str, sm_count: int | None = None, memory_bytes: float | None = None) -> GpuIdentity:
     """Match by exact name, then check SM count and memory; never fall back to a similar name."""
-    from harness.specs.gpus import GPUS
-
     p = find_product(device_name)
     if p is None:
         return GpuIdentity(device_name, None, None,

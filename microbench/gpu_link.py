@@ -83,6 +83,7 @@ class PcieLink:
 
 def _nvml() -> Any | None:
     try:
+        # lazy: optional at run time: no NVML library or driver on a CPU host
         import pynvml
 
         pynvml.nvmlInit()

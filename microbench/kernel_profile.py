@@ -49,6 +49,7 @@ def aggregate(events: Iterable[tuple[str, float]], steps: int, what: str, top: i
 def profile_step(b: Any, fn: Callable[[], Any], steps: int = 3) -> list[KernelRow]:
     """Run `fn` `steps` times under torch.profiler and break its time down by kernel (GPU) or operator (CPU)."""
     torch = b.module
+    # lazy: optional (the torch extra): a host without it runs the numpy suites
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if b.is_cuda else [])
@@ -59,6 +60,7 @@ def profile_step(b: Any, fn: Callable[[], Any], steps: int = 3) -> list[KernelRo
             fn()
         b.sync()
     if b.is_cuda:
+        # lazy: optional (the torch extra): a host without it runs the numpy suites
         from torch.autograd import DeviceType
 
         evs = [(e.name, e.time_range.elapsed_us() / 1e6) for e in prof.events()  # a kernel's own span, microseconds

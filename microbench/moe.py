@@ -21,6 +21,7 @@ cache; the case says when they are not (the quick form on a large-LLC machine).
 from __future__ import annotations
 
 import math
+import os
 from typing import Iterator
 
 from harness.specs.models import get_model
@@ -243,8 +244,6 @@ def _stream_elems(ctx: SuiteContext, b: Backend) -> int:
         return 4 * 2**20  # 32 MiB per array
     want = 4 * (b.cache_bytes or 64 * MiB)
     try:
-        import os
-
         avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         want = min(want, avail / 8)  # three arrays and headroom
     except (ValueError, OSError, AttributeError):

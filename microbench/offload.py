@@ -31,6 +31,7 @@ from harness.specs.models import ModelSpec, get_model
 from microbench.backends import Backend
 from microbench.case import CaseResult, Peak, Skip, Work
 from microbench.suite import Item, Planned, SuiteContext
+from microbench.transfer import pcie_peak
 from microbench.transformer import TINY
 
 NAME = "offload"
@@ -192,7 +193,6 @@ def offload_peaks(b: Backend, dtype: str) -> tuple[Peak, Peak]:
     dev = b.peak(dtype)
     if not b.is_cuda:
         return dev, dev
-    from microbench.transfer import pcie_peak
 
     link = pcie_peak(b)
     return (Peak(None, link.bytes_per_s, link.source),

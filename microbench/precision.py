@@ -13,6 +13,7 @@ configuration's o projection at 64 tokens and a decode step at batch 8.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterator
 
 from harness.model.forward import decode_step_work
@@ -72,8 +73,6 @@ def cases(ctx: SuiteContext) -> Iterator[Item]:
 
 def _tagged(r, b: Backend):
     """Rename the gemm suite's result into this suite, noting whether fp32 ran as TF32 on the GPU."""
-    import dataclasses
-
     notes = r.notes
     if b.is_cuda and r.dtype == "fp32":
         tf32 = bool(b.module.backends.cuda.matmul.allow_tf32)

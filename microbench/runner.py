@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+import numpy
 
 from harness.records import new_manifest
 from harness.specs.host import detect_host
@@ -15,6 +18,7 @@ from harness.telemetry import nvtx_ranges
 from harness.telemetry.nvml import POWER_NOTE, NvmlSampler, gpu_facts, nvml_indices_for_cuda
 from microbench.backends import detect_backends
 from microbench.case import CaseResult, Skip
+from microbench.gpu_link import topology_facts
 from microbench.suite import Planned, SuiteContext, parse_suites, suite_module
 from microbench.timing import FULL, QUICK
 
@@ -174,10 +178,9 @@ def _run_item(item: Planned, skips: list[Skip]) -> list[CaseResult]:
 
 
 def _release_memory(det) -> None:
-    import gc
-
     gc.collect()
     if any(b.is_cuda for b in det.backends):
+        # lazy: optional (the torch extra): a host without it runs the numpy suites
         import torch
 
         torch.cuda.empty_cache()
@@ -187,9 +190,9 @@ def _gpu_topology(det) -> dict[str, Any] | None:
     """Bus ids, PCIe generation/width (max and current), NUMA node and `nvidia-smi topo -m` of the visible GPUs."""
     if not any(b.is_cuda for b in det.backends):
         return None
+    # lazy: optional (the torch extra): a host without it runs the numpy suites
     import torch
 
-    from microbench.gpu_link import topology_facts
 
     try:
         return topology_facts(torch)
@@ -197,10 +200,5 @@ def _gpu_topology(det) -> dict[str, Any] | None:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def _numpy_version() -> str | None:
-    try:
-        import numpy
-
-        return numpy.__version__
-    except ImportError:
-        return None
+def _numpy_version() -> str:
+    return numpy.__version__

@@ -16,7 +16,8 @@ from typing import Iterator
 
 from harness.errors import HarnessError
 from harness.units import MiB
-from microbench.case import Peak, Work
+from microbench.backends import Backend
+from microbench.case import CaseResult, Peak, Work
 from microbench.params import StorageParams
 from microbench.suite import Item, Planned, SuiteContext
 from microbench.timing import time_cpu
@@ -51,8 +52,6 @@ def _drop_cache(path: Path) -> bool:
 
 
 def measure_file(ctx: SuiteContext, directory: Path, size: int) -> list:
-    from microbench.backends import Backend
-
     b: Backend = ctx.backends[0] if ctx.backends else None  # only for labels; storage has no compute backend
     buf = mmap.mmap(-1, BLOCK)  # page-aligned, as O_DIRECT needs
     buf.write(os.urandom(BLOCK))
@@ -96,7 +95,6 @@ def measure_file(ctx: SuiteContext, directory: Path, size: int) -> list:
         peak = Peak(None, None, "no storage device spec")
         params = {"path": str(directory), "file_bytes": blocks * BLOCK, "block_bytes": BLOCK}
         dev = "cpu" if b is None else b.device
-        from microbench.case import CaseResult
 
         return [
             CaseResult(NAME, f"seq-write-{blocks * BLOCK}", "os", dev, "bytes", StorageParams(op="write", direct_io=bool(state["write_direct"]), **params, extra={"io": how_w}).to_params(), Work(useful_bytes=float(blocks * BLOCK)), mw, peak, how_w),

@@ -31,11 +31,16 @@ from __future__ import annotations
 import math
 import multiprocessing as mp
 import threading
+import time as _time
+from multiprocessing import shared_memory
 from typing import Any, Iterator
+
+import numpy as np
 
 from harness.units import KiB, MiB
 from microbench.backends import Backend
 from microbench.case import Peak, Skip, Work
+from microbench.gpu_link import read_nvlink_peak, read_pcie_link
 from microbench.suite import Item, Planned, SuiteContext
 from microbench.graph_step import time_step
 from microbench.params import TransferParams
@@ -64,7 +69,6 @@ def pcie_peak(b: Backend) -> Peak:
     microbench.gpu_link): max generation × current width, so a link trained down to x8 shows as such."""
     if not b.is_cuda:
         return Peak(None, None, "no PCIe link: a CPU backend")
-    from microbench.gpu_link import read_pcie_link
 
     return read_pcie_link(b.module, b.index).peak()
 
@@ -179,10 +183,6 @@ def _cpu_chunk_factory(b: Backend):
 
 
 def _shm_child(conn: Any, name: str, size: int) -> None:
-    from multiprocessing import shared_memory
-
-    import numpy as np
-
     shm = shared_memory.SharedMemory(name=name)
     try:
         src = np.ndarray((size,), dtype=np.uint8, buffer=shm.buf)
@@ -202,8 +202,6 @@ def _shm_child(conn: Any, name: str, size: int) -> None:
 def _shm_cases(ctx: SuiteContext, b: Backend, sizes: list[int]) -> list:
     """Another process copies n bytes out of a shared-memory segment; timed round trip over a pipe.
     The 0-byte case is the pipe round trip alone, the fixed cost of each hand-off."""
-    from multiprocessing import shared_memory
-
     np = b.module
     cap = max(sizes)
     shm = shared_memory.SharedMemory(create=True, size=cap)
@@ -245,7 +243,6 @@ def _cpu_overlap(ctx: SuiteContext, b: Backend) -> list:
     alone_copy, alone_gemm = b.time(copy, ctx.policy), b.time(gemm, ctx.policy)
     reps = max(3, min(50, int(ctx.policy.budget_s / max(alone_copy.stats.median_s, alone_gemm.stats.median_s))))
     times: dict[str, list[float]] = {"copy": [], "gemm": []}
-    import time as _time
 
     def loop(name: str, fn: Any, start: threading.Barrier) -> None:
         start.wait()
@@ -289,7 +286,6 @@ def _gpu_copy(ctx: SuiteContext, b: Backend, kind: str, size: int, mode: str = "
     elif kind == "peer":
         src = t.ones(slots * size, dtype=t.uint8, device=dev)
         dst = t.empty(slots * size, dtype=t.uint8, device="cuda:1")
-        from microbench.gpu_link import read_nvlink_peak
 
         peak = read_nvlink_peak(t, b.index)
         link, engine = ("nvlink" if peak.bytes_per_s else "pcie-p2p"), "ce"

@@ -104,6 +104,7 @@ def _first_line(exc: BaseException) -> str:
 def _compiled_graphs(torch: Any) -> int | None:
     """Graphs dynamo has compiled in this process so far (None where torch does not say)."""
     try:
+        # lazy: optional (the torch extra): a host without it runs the numpy suites
         from torch._dynamo.utils import counters
 
         return int(counters["stats"]["unique_graphs"])

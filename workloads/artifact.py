@@ -105,6 +105,7 @@ def content_hash(rows: list[dict[str, Any]]) -> str:
 
 def save_artifact(art: WorkloadArtifact, directory: str | Path) -> Path:
     """Write `<name>-<hash12>.parquet` into `directory` (temporary name, then rename); returns the path."""
+    # lazy: pyarrow.parquet adds ~50 ms to the start-up of bench-pd, engine, loop, sweep; only an artifact file uses it
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -126,6 +127,7 @@ def save_artifact(art: WorkloadArtifact, directory: str | Path) -> Path:
 
 def load_artifact(path: str | Path) -> WorkloadArtifact:
     """Read an artifact and check its content hash; a changed or newer file is refused."""
+    # lazy: pyarrow.parquet adds ~50 ms to the start-up of bench-pd, engine, loop, sweep; only an artifact file uses it
     import pyarrow.parquet as pq
 
     p = Path(path)

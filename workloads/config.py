@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from harness.errors import HarnessError
+from workloads.oversaturation import OversaturationRule
 
 
 def check_http_url(value: Any, field_name: str) -> str:
@@ -125,8 +126,6 @@ class LoadConfig:
             raise HarnessError(f"load config gpu_local must be true or false, got {self.gpu_local!r}.")
         _num("gpu_interval_s", self.gpu_interval_s, 0.0, strict=True)
         if self.early_stop is not None:
-            from workloads.oversaturation import OversaturationRule
-
             try:
                 OversaturationRule(**(self.early_stop.get("rule") or {}))
             except (TypeError, ValueError, AttributeError) as exc:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import urllib.request
 from collections import deque
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -22,13 +23,25 @@ from time import perf_counter_ns
 from typing import Any
 
 import gevent
+import numpy as np
 
 from harness.errors import HarnessError
+from harness.records import new_manifest
+from harness.store import Run, RunWriter, check_free_space, estimate_load_run_bytes
+from harness.store_process import AppendProcess
+from harness.telemetry.prometheus import Scraper
+from workloads.artifact import load_artifact
 from workloads.clock import wall_ns
 from workloads.config import LoadConfig
 from harness.telemetry.proc import process_cpu_s
+from workloads.distributed import MasterSide
+from workloads.gpu_telemetry import GpuTelemetryConfig, GpuTelemetryProcess
+from workloads.locustfile import OpenAIStreamUser
+from workloads.oversaturation import LiveJudge, OversaturationRule
+from workloads.profiler import ProfileClient, ProfileRecord, failure_note, where_trace
 from workloads.records import mask_then_cut, missing_record
-from workloads.summary import EngineCpu
+from workloads.schedule import split_indices
+from workloads.summary import EngineCpu, summarise_run, summary_document
 
 FLUSH_EVERY_S = 2.0
 ARTIFACT_FILE = "workload-artifact.parquet"
@@ -40,8 +53,6 @@ def configure_user(cfg: LoadConfig, classes: Any = None) -> None:
     """Set host and timeouts on the user classes Locust runs (`classes`: the environment's; Locust imports the
     locustfile by path, a module apart from workloads.locustfile)."""
     if not classes:
-        from workloads.locustfile import OpenAIStreamUser
-
         classes = [OpenAIStreamUser]
     for user in classes:
         user.host = cfg.target_url
@@ -50,8 +61,6 @@ def configure_user(cfg: LoadConfig, classes: Any = None) -> None:
 
 
 def _fetch_json(url: str, timeout_s: float = 30.0) -> Any:
-    import urllib.request
-
     with urllib.request.urlopen(url, timeout=timeout_s) as r:  # noqa: S310 - the URL was checked to be http(s)
         return json.loads(r.read())
 
@@ -60,10 +69,6 @@ class Coordinator:
     """Local or master side of one run. Call open(), attach(runner), begin(), then wait() and finish()."""
 
     def __init__(self, cfg: LoadConfig):
-        from harness.records import new_manifest
-        from harness.store import RunWriter, check_free_space, estimate_load_run_bytes
-        from workloads.artifact import load_artifact
-
         self.cfg = cfg
         self.key = cfg.api_key()
         self.artifact = load_artifact(cfg.artifact_path)
@@ -106,8 +111,6 @@ class Coordinator:
         self.saturation: Any = None  # workloads.oversaturation.LiveJudge when the run may be cut short
         self.early_stop: Any = None  # the verdict that cut it
         if cfg.early_stop is not None:
-            from workloads.oversaturation import LiveJudge, OversaturationRule
-
             self.saturation = LiveJudge(cfg.early_stop.get("rate_per_s"), OversaturationRule(**(cfg.early_stop.get("rule") or {})))
         self.clock_offsets: dict[str, Any] = {}
         self._cpu0 = self._wall0 = 0.0
@@ -160,8 +163,6 @@ class Coordinator:
 
     # --- lifecycle ------------------------------------------------------------------------------------------------
     def open(self) -> None:
-        from harness.store_process import AppendProcess
-
         self.writer.append("workload", self.artifact.table_rows())
         # the artifact itself (prompts included), so `--workload RUN/workload-artifact.parquet` replays this run exactly
         self.writer.copy_file(self.cfg.artifact_path, ARTIFACT_FILE)
@@ -173,8 +174,6 @@ class Coordinator:
 
     def attach(self, runner: Any, state: Any = None) -> None:
         """`state`: this process's LoadState (local runner); None for a master, whose workers get theirs by message."""
-        from workloads.distributed import MasterSide
-
         self.runner = runner
         self.state = state
         if state is None:
@@ -182,8 +181,6 @@ class Coordinator:
 
     def begin(self) -> None:
         """Set up the workers (master), choose t0 and hand it out, start scraping. Call before the users spawn."""
-        from harness.telemetry.prometheus import Scraper
-
         cfg = self.cfg
         if self.master is not None:
             self.clock_offsets = self.master.setup_workers(cfg.to_dict(), Path(cfg.artifact_path).read_bytes(), WORKER_SETUP_TIMEOUT_S)
@@ -293,8 +290,6 @@ class Coordinator:
         if self.writer.rescue is not None:  # the disk filled: the run failed; say what was kept where
             raise self.writer.disk_full_error()
         self._fetch_emit_log()
-        from harness.store import Run
-        from workloads.summary import summarise_run, summary_document
 
         opts = self._summary_options()
         # from the stored table, not the records in memory: a killed or imported run summarises the same way
@@ -330,8 +325,6 @@ class Coordinator:
     def _owned_by_answering_workers(self) -> set[int]:
         """Requests of workers that sent their final records: having cancelled what was in flight, any request of
         theirs without a record was never started. A silent worker's requests stay 'lost'."""
-        from workloads.schedule import split_indices
-
         if self.master is None or not self.master.ready:
             return set()
         sessions = self.artifact.sessions()
@@ -355,8 +348,6 @@ class Coordinator:
         self.writer.__exit__(type(exc) if exc else None, exc, None)
 
     def _profile_client(self) -> Any:
-        from workloads.profiler import ProfileClient
-
         return ProfileClient(self.cfg.target_url, self.t0_ns, api_key=self.key, output_dir=self.cfg.profile.get("output_dir"))
 
     def _profile_window(self) -> None:
@@ -374,7 +365,6 @@ class Coordinator:
         if self.profiling is None:
             return
         g, self.profiling = self.profiling, None
-        from workloads.profiler import ProfileRecord, failure_note, where_trace
 
         note = ""
         if not g.dead:
@@ -396,7 +386,6 @@ class Coordinator:
         cfg = self.cfg
         if not (cfg.gpu_local or cfg.gpu_metrics):
             return
-        from workloads.gpu_telemetry import GpuTelemetryConfig, GpuTelemetryProcess
 
         self.gpu = GpuTelemetryProcess(self.writer.path, self.writer.manifest.run_id, self.t0_ns,
                                        GpuTelemetryConfig(local=cfg.gpu_local, endpoints=list(cfg.gpu_metrics),
@@ -448,7 +437,7 @@ class Coordinator:
 
 
 def _rows_df(ids: list[str], ri: list[int], ti: list[int], en: list[int], sn: list[int], t0_ns: int) -> Any:
-    import numpy as np
+    # lazy: pandas adds ~0.5 s to the load process's start-up; only the end of a run writes this table
     import pandas as pd
 
     return pd.DataFrame({

@@ -121,6 +121,7 @@ def _read_table(table: Any, field: str | None, where: str) -> list[DatasetPrompt
 
 
 def _read_hf_dir(d: Path, field: str | None) -> list[DatasetPrompt]:
+    # lazy: pyarrow.parquet/csv add ~50 ms to bench-pd's and engine's start-up; only a dataset file uses them
     import pyarrow as pa
 
     state = d / "state.json"
@@ -182,10 +183,12 @@ def read_prompts(path: str | Path, field: str | None = None) -> list[DatasetProm
     elif p.suffix in (".parquet", ".csv"):
         try:
             if p.suffix == ".parquet":
+                # lazy: pyarrow.parquet/csv add ~50 ms to bench-pd's and engine's start-up; only a dataset file uses them
                 import pyarrow.parquet as pq
 
                 table = pq.read_table(p)
             else:
+                # lazy: pyarrow.parquet/csv add ~50 ms to bench-pd's and engine's start-up; only a dataset file uses them
                 import pyarrow.csv as pcsv
 
                 table = pcsv.read_csv(p)

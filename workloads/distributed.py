@@ -32,7 +32,10 @@ import gevent
 import gevent.queue
 
 from harness.errors import HarnessError
+from workloads.artifact import load_artifact
 from workloads.clock import ClockOffset, estimate_offset, wall_ns
+from workloads.config import LoadConfig
+from workloads.loadstate import LoadState, set_state
 
 MSG_SETUP, MSG_PING, MSG_PONG, MSG_READY = "harness_setup", "harness_ping", "harness_pong", "harness_ready"
 MSG_T0, MSG_RECORDS, MSG_STOP = "harness_t0", "harness_records", "harness_stop"
@@ -54,6 +57,7 @@ def apply_heartbeat_liveness() -> None:
             raise ValueError
     except ValueError:
         raise HarnessError(f"HARNESS_LOCUST_HEARTBEAT_LIVENESS must be an integer number of heartbeats in [1, 3600], got {v!r}.") from None
+    # lazy: importing locust (~0.5 s) monkey-patches the importing process; only the load process may
     import locust.runners
 
     locust.runners.HEARTBEAT_LIVENESS = n
@@ -83,10 +87,6 @@ class WorkerSide:
         environment.events.quitting.add_listener(lambda **_: self.send_final("the worker quit"))
 
     def _on_setup(self, environment: Any, msg: Any, **_: Any) -> None:
-        from workloads.artifact import load_artifact
-        from workloads.config import LoadConfig
-        from workloads.loadstate import LoadState, set_state
-
         d = msg.data
         self.index = int(d["index"])
         try:

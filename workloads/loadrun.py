@@ -17,6 +17,7 @@ monkey.patch_all()
 import argparse  # noqa: E402
 import json  # noqa: E402
 import signal  # noqa: E402
+import socket  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -27,9 +28,11 @@ from typing import Any  # noqa: E402
 import gevent  # noqa: E402
 import locust  # noqa: E402,F401 - imported for its gevent setup before anything else touches sockets
 from locust.env import Environment  # noqa: E402
+from locust.log import setup_logging  # noqa: E402
 
 from harness.errors import HarnessError  # noqa: E402
 from workloads.config import LoadConfig  # noqa: E402
+from workloads.coordinator import Coordinator, configure_user  # noqa: E402
 from workloads.loadstate import LoadState, set_state  # noqa: E402
 from workloads.locustfile import OpenAIStreamUser  # noqa: E402
 
@@ -37,8 +40,6 @@ WORKER_READY_TIMEOUT_S = 60.0
 
 
 def _free_port(host: str) -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
@@ -53,8 +54,6 @@ def _local_worker_cmd(host: str, port: int) -> list[str]:
 
 def run(cfg: LoadConfig) -> int:
     """Drive one run on this process's own Locust environment (local, or a master with local and/or remote workers)."""
-    from workloads.coordinator import Coordinator, configure_user
-
     coord = Coordinator(cfg)
 
     def _stop(signum: int, _frame: Any) -> None:
@@ -128,8 +127,6 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m workloads.loadrun", description=__doc__)
     p.add_argument("config")
     args = p.parse_args(argv)
-    from locust.log import setup_logging
-
     setup_logging("WARNING")
     try:
         return run(LoadConfig.load(args.config))

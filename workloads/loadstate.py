@@ -12,6 +12,9 @@ from __future__ import annotations
 from time import perf_counter_ns
 from typing import Any
 
+import gevent.event
+from geventhttpclient.url import URL
+
 from harness.errors import HarnessError
 from workloads.artifact import WorkloadArtifact, load_artifact
 from workloads.clock import wall_ns
@@ -22,9 +25,6 @@ from workloads.schedule import split_indices
 
 class LoadState:
     def __init__(self, cfg: LoadConfig, worker_index: int = 0, worker_count: int = 1, artifact: WorkloadArtifact | None = None):
-        import gevent.event
-        from geventhttpclient.url import URL
-
         self.cfg = cfg
         self.worker_index = worker_index
         self.worker_count = worker_count
@@ -125,8 +125,6 @@ _STATE: LoadState | None = None
 
 
 def _ready_event() -> Any:
-    import gevent.event
-
     global _READY
     if _READY is None:
         _READY = gevent.event.Event()

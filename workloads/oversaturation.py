@@ -24,6 +24,7 @@ in-flight count; that run is invalid on its own rule (schedule lag) and is not c
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -147,8 +148,6 @@ class LiveJudge:
     the in-flight count; points older than the window are dropped, so each tick costs the window's points only."""
 
     def __init__(self, rate_per_s: float | None, rule: OversaturationRule = OversaturationRule()):
-        from collections import deque
-
         self.rule = rule
         self.rate_per_s = rate_per_s
         self.flight: deque[tuple[float, float]] = deque()

@@ -9,6 +9,7 @@ it is not part of the run's records.
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -67,8 +68,6 @@ def simulated_target(base_url: str, *, api_key: str | None = None, timeout_s: fl
 def time_one_request(base_url: str, *, model: str, api: str, prompt: str, max_tokens: int, api_key: str | None = None,
                      timeout_s: float = 120.0, extra_body: dict[str, Any] | None = None) -> float:
     """Wall seconds one streamed request of this prompt and length takes alone (not part of any run's records)."""
-    import time
-
     headers = {"User-Agent": "llm-dist-harness", "Content-Type": "application/json", "Accept": "text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"

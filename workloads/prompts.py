@@ -45,6 +45,7 @@ class TokenizerText:
         if not p.is_file():
             raise HarnessError(f"tokenizer file {str(p)!r} does not exist; give the model's tokenizer.json.")
         try:
+            # lazy: only a --tokenizer file needs it; the guard names the fix when it is missing
             from tokenizers import Tokenizer  # type: ignore[import-not-found]
         except ImportError:
             raise HarnessError("a tokenizer file was given but the `tokenizers` package is missing; run: .venv/bin/pip install tokenizers") from None

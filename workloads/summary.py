@@ -30,6 +30,7 @@ each Percentiles is written as its {count, mean, p50, p90, p99, max} dict, so ol
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Mapping
@@ -40,6 +41,7 @@ from harness.errors import HarnessError
 from harness.served import Percentiles
 from harness.loop_records.stages import CONTENDED_SHARE
 from harness.telemetry.proc import busy_union_s, engine_cpu_share
+from harness.versioning import load_versioned, stamp_version
 from workloads.config import SummaryOptions
 from workloads.steady import METHOD as STEADY_METHOD
 from workloads.steady import completion_series, in_flight_series, in_flight_trend, rate_interval, steady_start
@@ -563,6 +565,7 @@ def span_of(run: Any) -> float:
 def summarise_run(run: Any, *, options: SummaryOptions | None = None, span_s: float | None = None) -> LoadSummary:
     """The summary of a stored run, from its stored requests table: the same figures whether the run finished,
     was killed (no summary.json) or was imported. Options and span default to what the run recorded."""
+    # lazy: pandas adds ~0.5 s to the start-up of bench-pd, engine, loop and sweep; only a stored table uses it
     import pandas as pd
 
     df = run.table("requests") if "requests" in run.tables() else pd.DataFrame()  # nothing recorded: an empty summary
@@ -573,8 +576,6 @@ def summarise_run(run: Any, *, options: SummaryOptions | None = None, span_s: fl
 
 def summary_document(summary: LoadSummary, *, span_s: float, options: SummaryOptions, **extra: Any) -> dict[str, Any]:
     """What summary.json holds (versioned; `extra` e.g. client_process)."""
-    from harness.versioning import stamp_version
-
     return stamp_version({"load": summary.to_dict(), "span_s": span_s, "options": asdict(options),
                           "derived_from": "requests table", **extra}, SUMMARY_SCHEMA_VERSION)
 
@@ -617,8 +618,6 @@ def read_summary(run: Any) -> StoredSummary:
 
 
 def _read_summary_file(run: Any) -> dict[str, Any] | None:
-    import json
-
     path = run.path / SUMMARY_FILE
     try:
         data = json.loads(path.read_text())
@@ -629,7 +628,6 @@ def _read_summary_file(run: Any) -> dict[str, Any] | None:
                            "from its requests table.") from None
     if not isinstance(data, dict):
         raise HarnessError(f"{path} is not a JSON object; delete it to summarise the run from its requests table.")
-    from harness.versioning import load_versioned
 
     return load_versioned(data, SUMMARY_SCHEMA_VERSION, SUMMARY_UPGRADES, str(path), default=1, what=SUMMARY_FILE,
                           fix="delete the file to summarise the run from its requests table")

@@ -16,6 +16,7 @@ window near the start of a 27-million-line trace is read in a moment.
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,6 @@ def read_header(path: Path) -> list[str]:
         raise HarnessError(f"trace {path} cannot be read ({exc}).") from None
     if not line.strip():
         raise HarnessError(f"trace {path} is empty; give a CSV trace with its header line.")
-    import csv
 
     return next(csv.reader([line]))
 
@@ -95,6 +95,7 @@ def read_header(path: Path) -> list[str]:
 def read_csv_trace(path: str | Path, fmt: str | None = None, *, until_s: float | None = None,
                    max_requests: int | None = None) -> CsvTrace:
     """Read a BurstGPT or Azure CSV (`fmt` None: from its header). Every bad value is named with its line and column."""
+    # lazy: pandas adds ~0.5 s to the start-up of bench-pd, engine, loop and sweep; only a trace file uses it
     import pandas as pd
 
     p = Path(path)
@@ -163,6 +164,7 @@ def _first_bad(mask: np.ndarray) -> int:
 
 def _times(p: Path, f: CsvFormat, col: Any, line0: int) -> np.ndarray:
     """Arrival times in seconds on the trace's own axis (absolute: seconds, or POSIX seconds of the datetime)."""
+    # lazy: pandas adds ~0.5 s to the start-up of bench-pd, engine, loop and sweep; only a trace file uses it
     import pandas as pd
 
     text = col.str.strip()
@@ -185,6 +187,7 @@ def _times(p: Path, f: CsvFormat, col: Any, line0: int) -> np.ndarray:
 
 
 def _counts(p: Path, f: CsvFormat, col: Any, name: str, line0: int) -> np.ndarray:
+    # lazy: pandas adds ~0.5 s to the start-up of bench-pd, engine, loop and sweep; only a trace file uses it
     import pandas as pd
 
     text = col.str.strip()

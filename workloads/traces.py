@@ -21,6 +21,7 @@ import numpy as np
 
 from harness.errors import HarnessError
 from workloads.mooncake import TraceRequest, read_trace
+from workloads.trace_csv import read_csv_trace, read_header, sniff_csv_format
 
 TRACE_FORMATS = ("mooncake", "burstgpt", "azure")
 MAX_TRACE_REQUESTS = 1_000_000  # a replay beyond this is a window choice, not a benchmark run
@@ -82,8 +83,6 @@ def detect_format(path: str | Path) -> str:
     if p.suffix.lower() in (".jsonl", ".json"):
         return "mooncake"
     if p.suffix.lower() == ".csv":
-        from workloads.trace_csv import read_header, sniff_csv_format
-
         if not p.is_file():
             raise HarnessError(f"trace file {str(p)!r} does not exist; give a Mooncake .jsonl, a BurstGPT or an Azure LLM "
                                "inference .csv.")
@@ -106,8 +105,6 @@ def read_selected(path: str | Path, fmt: str | None = None, selection: TraceSele
                       key=lambda r: r.timestamp_s)
         meta["trace_rows_read"] = len(reqs)
     else:
-        from workloads.trace_csv import read_csv_trace
-
         # a window or a request limit lets the reader stop early on a time-ordered file
         limit = selection.max_requests if w0 == 0.0 else None
         csv = read_csv_trace(path, fmt, until_s=w1, max_requests=limit)

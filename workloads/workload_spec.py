@@ -17,11 +17,13 @@ import numpy as np
 
 from harness.errors import HarnessError
 from workloads.artifact import APIS, WorkloadArtifact
+from workloads.datasets import read_prompts, sample_prompts
 from workloads.lengths import LengthDist, parse_length
+from workloads.mixes import trace_replay
 from workloads.prompts import TokenizerText, prompt_text, synthetic_words
 from workloads.schedule import Schedule
 from workloads.think_time import ThinkTime, parse_think_time
-from workloads.traces import parse_window
+from workloads.traces import TraceSelection, parse_window
 
 MAX_TURNS = 1000
 REPLIES = ("live", "synthetic")
@@ -75,8 +77,6 @@ class WorkloadSpec:
                 raise HarnessError(f"--{f.replace('_', '-')} must be an integer >= 0, got {v!r}.")
 
     def trace_selection(self) -> Any:
-        from workloads.traces import TraceSelection
-
         return TraceSelection(time_scale=self.trace_time_scale, window_s=self.trace_window_s,
                               max_rate_per_s=self.trace_max_rate_per_s)
 
@@ -166,8 +166,6 @@ def build_workload(spec: WorkloadSpec, schedule: Schedule, *, name: str = "custo
                    default_input_tokens: int = 8192, default_output_tokens: int = 1025,
                    meta: dict[str, Any] | None = None) -> WorkloadArtifact:
     """One session per schedule instant (a trace brings its own instants), built from `spec`."""
-    from workloads.mixes import trace_replay
-
     if api not in APIS:
         raise HarnessError(f"--api must be one of {', '.join(APIS)}, got {api!r}.")
     tok = load_tokenizer(spec.tokenizer)
@@ -189,8 +187,6 @@ def build_workload(spec: WorkloadSpec, schedule: Schedule, *, name: str = "custo
     prefix = prompt_text(spec.prefix_tokens, seed * 7919 + 1, tok) if spec.prefix_tokens else ""
     dataset_info = None
     if spec.dataset:
-        from workloads.datasets import read_prompts, sample_prompts
-
         picked, _, dataset_info = sample_prompts(read_prompts(spec.dataset, spec.dataset_field), n_req, seed, count=count,
                                                  min_tokens=spec.dataset_min_tokens, max_tokens=spec.dataset_max_tokens)
         bodies = [q.text for q in picked]

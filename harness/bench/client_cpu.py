@@ -19,16 +19,19 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+from harness.bench.token_server import start_token_server
+
 
 def _child(url: str, streams: int, tokens: int, rounds: int) -> dict[str, Any]:
+    # lazy: this child process patches itself (gevent's monkey.patch_all) before gevent, geventhttpclient and
+    # workloads.stream_client (which imports them) are imported
     from gevent import monkey
 
     monkey.patch_all()
-    import time
-
     import gevent
     from geventhttpclient import HTTPClient
     from geventhttpclient.url import URL
@@ -63,8 +66,6 @@ def _child(url: str, streams: int, tokens: int, rounds: int) -> dict[str, Any]:
 
 
 def measure(streams: int, tokens: int, itl_s: float, rounds: int, server_cpu: int | None, client_cpu: int | None) -> dict[str, Any]:
-    from harness.bench.token_server import start_token_server
-
     with start_token_server(ttft_s=0.005, itl_s=itl_s, cpu=server_cpu, emit_log=False, max_lifetime_s=1800) as s:
         cmd = [sys.executable, "-m", "harness.bench.client_cpu", "--child", s.url, "--streams", str(streams),
                "--tokens", str(tokens), "--rounds", str(rounds)]

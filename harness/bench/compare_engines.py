@@ -24,7 +24,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from harness.bench.load import run_load
+from harness.engines.config import parse_engine_config, resolve_config_path
+from harness.engines.launcher import RunningEngine
+from harness.engines.session import make_plan
 from harness.errors import HarnessError
+from harness.records import new_run_id
+from harness.target.process import start_target
+from harness.toml_file import load_toml, set_dotted, value_or_word
+from workloads.artifact import load_artifact, save_artifact
+from workloads.config import LoadConfig, SummaryOptions, check_http_url
+from workloads.gpu_telemetry import local_sampling
+from workloads.mixes import build_mix
+from workloads.schedule import make_schedule
 
 EMBEDDED_KEYS = {"profile": str, "scenario": str, "mode": str, "allocation": str, "startup_s": float, "time_scale": float,
                  "ttft_s": float, "itl_s": float, "model_name": str}
@@ -43,15 +55,11 @@ class TargetSpec:
 
 
 def _value(raw: str) -> Any:
-    from harness.toml_file import value_or_word
-
     return value_or_word(raw)
 
 
 def parse_target(text: str, flag: str) -> TargetSpec:
     """Parse --a / --b; every malformed part is named with the fix."""
-    from workloads.config import check_http_url
-
     t = (text or "").strip()
     if not t:
         raise HarnessError(f"{flag}: empty; give a URL (http://127.0.0.1:8000), an engine config "
@@ -78,16 +86,12 @@ def parse_target(text: str, flag: str) -> TargetSpec:
     for k in overrides:
         if "." not in k:
             raise HarnessError(f"{flag}: engine override {k!r} must name its section, e.g. llama_cpp.parallel=2 or server.port=0.")
-    from harness.engines.config import resolve_config_path
 
     return TargetSpec("engine", t, config=str(resolve_config_path(head)), overrides=overrides)
 
 
 def engine_config_with_overrides(spec: TargetSpec) -> Any:
     """Load the TOML, set the dotted overrides, validate (errors name the overridden field)."""
-    from harness.engines.config import parse_engine_config
-
-    from harness.toml_file import load_toml, set_dotted
 
     path = Path(spec.config or "")
     data = load_toml(path, "engine config")
@@ -114,8 +118,6 @@ def serve(spec: TargetSpec, bound_s: float) -> Iterator[_Live]:
                     [{"role": "all", "url": f"{spec.url}/metrics"}], {})
         return
     if spec.kind == "embedded":
-        from harness.target.process import start_target
-
         o = dict(spec.overrides)
         profile = o.pop("profile", "fixed" if "scenario" not in o else "scenario")
         args = ["--profile", str(profile)]
@@ -129,8 +131,6 @@ def serve(spec: TargetSpec, bound_s: float) -> Iterator[_Live]:
         finally:
             target.stop()
         return
-    from harness.engines.launcher import RunningEngine
-    from harness.engines.session import make_plan
 
     cfg = engine_config_with_overrides(spec)
     plan = make_plan(cfg, resolve=True)
@@ -196,10 +196,6 @@ class CompareEnginesResult:
 
 
 def build_artifacts(o: CompareEnginesOptions, workdir: Path) -> list[Path]:
-    from workloads.artifact import load_artifact, save_artifact
-    from workloads.mixes import build_mix
-    from workloads.schedule import make_schedule
-
     if o.workload_path:
         load_artifact(o.workload_path)
         return [Path(o.workload_path)]
@@ -214,11 +210,6 @@ def build_artifacts(o: CompareEnginesOptions, workdir: Path) -> list[Path]:
 
 def compare_engines(o: CompareEnginesOptions, progress=None) -> CompareEnginesResult:
     """Run every artifact against A, then against B; returns the run directories."""
-    from harness.records import new_run_id
-    from workloads.config import LoadConfig, SummaryOptions
-    from workloads.gpu_telemetry import local_sampling
-    from harness.bench.load import run_load
-
     specs = {"a": parse_target(o.a, "--a"), "b": parse_target(o.b, "--b")}
     labels = {"a": o.label_a or f"A: {o.a}", "b": o.label_b or f"B: {o.b}"}
     if labels["a"] == labels["b"]:

@@ -18,10 +18,17 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from harness.bench.device_work import RUN_KIND, TWIN_LABELS, load_preset, served_point
 from harness.errors import HarnessError
+from harness.loop.gpu import StoredPoint, compare_stored
+from harness.loop.measure import read_load_run
 from harness.loop.predict import served_prediction
+from harness.records import new_manifest
 from harness.served import ServedMeasurement, ServedPoint, ServedPrediction, compare_served, fmt_error_pct
+from harness.store import RunWriter
 from harness.target.des import ServedFigures
+from harness.target.twin import load_twin
+from workloads.artifact import load_artifact
 
 TARGETS = {"capacity_requests_per_s": 0.05, "ttft_p50_s": 0.10, "tpot_p50_s": 0.10}
 TWIN_ORDER = ("b", "a", "b_proxy")
@@ -59,8 +66,6 @@ def prediction_record(point: ServedPoint, fig: dict[str, Any], source: str) -> S
 def compare_work(work: str | Path) -> dict[str, Any]:
     """Every (point, metric, twin) row with the prediction, the measured median, the error and the repeats' spread
     (harness.served.compare_served on the shared records); and per twin the verdict against the targets."""
-    from harness.bench.device_loop import TWIN_LABELS, served_point  # noqa: PLC0415
-
     w = Path(work)
     pth = w / "predictions.json"
     if not pth.is_file():
@@ -144,12 +149,6 @@ def _moved(path: str, work: Path, recorded_work: str | None) -> str:
 def loop_reports(work: str | Path) -> dict[str, Any]:
     """Each twin's LoopReport over the stored points (harness.loop.gpu.compare_stored: the loop's own predict, compare
     and verdicts, the absolute one and the repeatability one, on the load runs read back by read_load_run)."""
-    from harness.bench.device_loop import load_preset, served_point  # noqa: PLC0415
-    from harness.loop.gpu import StoredPoint, compare_stored  # noqa: PLC0415
-    from harness.loop.measure import read_load_run  # noqa: PLC0415
-    from harness.target.twin import load_twin  # noqa: PLC0415
-    from workloads.artifact import load_artifact  # noqa: PLC0415
-
     w = Path(work)
     p = load_preset(w)
     rec = json.loads((w / "plan.json").read_text()).get("work")
@@ -195,9 +194,6 @@ def store_run(work: str | Path, cmp: dict[str, Any], reports: dict[str, Any] | N
     twins were built from and each twin's LoopReport (`reports`), so `harness micro import-device` files it with the
     call's micro runs."""
     reports = reports or {}
-    from harness.bench.device_loop import RUN_KIND  # noqa: PLC0415
-    from harness.records import new_manifest  # noqa: PLC0415
-    from harness.store import RunWriter  # noqa: PLC0415
 
     w = Path(work)
     facts = json.loads((w / "facts.json").read_text()) if (w / "facts.json").is_file() else {}

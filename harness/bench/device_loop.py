@@ -27,96 +27,39 @@ import argparse
 import json
 import math
 import os
+import platform
 import signal
+import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from harness.bench.device_compare import compare_work, loop_reports, markdown, store_run
+from harness.bench.device_work import PRESETS, TWIN_LABELS, Preset, load_preset, read_work, served_point, write_work
+from harness.calibration.step_time import fit_from_runs, save_step_time, summary_lines
+from harness.engines import http
+from harness.engines.config import load_engine_config
+from harness.engines.launcher import RunningEngine
+from harness.engines.random_gguf import write_random_gguf
+from harness.engines.session import make_plan
 from harness.errors import HarnessError
-from microbench.llama_cpp.run import Sweep
-
-RUN_KIND = "loop-gpu-device"
-TWINS = ("a", "b", "b_proxy")
-TWIN_LABELS = {"a": "(a) llama-batched-bench step-time fit",
-               "b": "(b) roofline, test-backend-ops MUL_MAT rates (the engine's kernels)",
-               "b_proxy": "(b-proxy) roofline, torch GEMM and decode suites (labelled proxy: not the engine's kernels)"}
-
-
-@dataclass(frozen=True)
-class Preset:
-    """What one device-loop call measures (everything a step needs that is not in WORK)."""
-
-    device: str  # "cuda" | "cpu"
-    shape: str  # harness.engines.random_gguf.SHAPES
-    qtype: str
-    threads: int  # llama.cpp CPU threads (the same for the tools and the server: the step-time fit checks it)
-    slots: int
-    ctx_per_slot: int
-    n_batch: int
-    n_ubatch: int
-    sweep: Sweep
-    mixes: tuple[tuple[int, int], ...]
-    rate_fractions: tuple[float, ...]
-    point_s: float
-    repeats: int
-    burst_requests: int
-    suites: str  # harness micro run --suite (torch), "none" to skip
-    startup_timeout_s: float = 180.0
-    seed: int = 0
-    notes: tuple[str, ...] = field(default=())
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["sweep"] = asdict(self.sweep)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Preset":
-        s = {k: tuple(v) if isinstance(v, list) else v for k, v in d["sweep"].items()}
-        return cls(**{**d, "sweep": Sweep(**s), "mixes": tuple(tuple(m) for m in d["mixes"]),
-                      "rate_fractions": tuple(d["rate_fractions"]), "notes": tuple(d.get("notes", ()))})
-
-
-PRESETS = {
-    # one H100/H200: Llama-3.1-8B shape in Q4_0 (4.2 GiB), 8 slots; sized so the whole call fits 9 minutes
-    "cuda": Preset("cuda", "llama-3.1-8b", "Q4_0", threads=8, slots=8, ctx_per_slot=1024, n_batch=2048, n_ubatch=512,
-                   sweep=Sweep(prompts=(64, 128, 256, 512, 1024), batches=(1, 2, 4, 8), gen_tokens=32, batched_reps=2,
-                               op_tokens=(1, 8, 64, 512), op_reps=1),
-                   mixes=((512, 64), (128, 256)), rate_fractions=(0.2, 0.6, 1.2), point_s=6.0, repeats=2,
-                   burst_requests=40, suites="gemm,decode,transfer"),
-    # the dry run on this CPU: the same steps on a tiny model, llama.cpp's CPU build
-    "cpu": Preset("cpu", "tiny", "Q4_0", threads=2, slots=2, ctx_per_slot=512, n_batch=512, n_ubatch=128,
-                  sweep=Sweep(prompts=(16, 32, 64, 128, 256), batches=(1, 2), gen_tokens=4, batched_reps=1,
-                              op_tokens=(1, 16), op_reps=1),
-                  mixes=((32, 8), (8, 16)), rate_fractions=(0.5,), point_s=3.0, repeats=2, burst_requests=10,
-                  suites="none", startup_timeout_s=60.0),
-}
-
-
-# ------------------------------------------------------------------ files of WORK
-
-
-def _read(work: Path, name: str, what: str) -> Any:
-    p = work / name
-    if not p.is_file():
-        raise HarnessError(f"{p} is missing: the {what} step did not run or failed (see checks.json and the log).")
-    return json.loads(p.read_text())
-
-
-def _write(work: Path, name: str, data: Any) -> Path:
-    p = work / name
-    tmp = p.with_suffix(p.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    tmp.replace(p)
-    return p
-
-
-def load_preset(work: Path) -> Preset:
-    return Preset.from_dict(_read(work, "plan.json", "prepare")["preset"])
-
+from harness.loop.measure import measure_served
+from harness.specs.gguf_model import read_gguf
+from harness.store import Run, iter_runs
+from harness.target.des import backlog_rates
+from harness.target.llama_server import settings_from_engine
+from harness.target.step_times import RooflineStepTimes
+from harness.target.twin import TwinSpec, llama_cpp_twin, predict_point, requests_from_rows, twin_dict
+from microbench.llama_cpp.backend_ops import type_bytes
+from microbench.llama_cpp.run import run_llama_cpp_micro
+from workloads.artifact import WorkloadArtifact, load_artifact, save_artifact
+from workloads.mixes import single_turn
+from workloads.prompts import prompt_text
+from workloads.schedule import make_schedule
 
 def model_path(work: Path) -> Path:
     p = work / "model.gguf"
@@ -135,13 +78,11 @@ def step_prepare(work: Path, device: str, bin_dir: str) -> dict[str, Any]:
     p = PRESETS[device]
     plan = {"preset": p.to_dict(), "bin_dir": str(Path(bin_dir).resolve()), "work": str(work.resolve()),
             "created_unix_s": time.time()}
-    _write(work, "plan.json", plan)
+    write_work(work, "plan.json", plan)
     return plan
 
 
 def _sh(argv: list[str], timeout_s: float = 20.0) -> str:
-    import subprocess  # noqa: PLC0415
-
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s).stdout.strip()
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -150,9 +91,7 @@ def _sh(argv: list[str], timeout_s: float = 20.0) -> str:
 
 def step_facts(work: Path) -> dict[str, Any]:
     """The image as found: GPU and driver, glibc, Python and torch, the engine's binaries and what they fail to load."""
-    import platform  # noqa: PLC0415
-
-    plan = _read(work, "plan.json", "prepare")
+    plan = read_work(work, "plan.json", "prepare")
     bins = Path(plan["bin_dir"])
     f: dict[str, Any] = {"device": plan["preset"]["device"], "python": platform.python_version(),
                          "glibc": " ".join(platform.libc_ver()), "bin_dir": str(bins),
@@ -163,7 +102,8 @@ def step_facts(work: Path) -> dict[str, Any]:
         f.update(gpu_name=parts[0] if len(parts) == 3 else None, driver=parts[1] if len(parts) == 3 else None,
                  gpu_memory=parts[2] if len(parts) == 3 else None, nvidia_smi=q)
         try:
-            import torch  # noqa: PLC0415 - only on the GPU image, for its versions
+            # lazy: optional (the torch extra); only the facts step on a GPU asks it
+            import torch
 
             f.update(torch=torch.__version__, torch_cuda=torch.version.cuda)
             if torch.cuda.is_available():
@@ -178,7 +118,7 @@ def step_facts(work: Path) -> dict[str, Any]:
             missing[b] = bad or ["binary missing"]
     f["ldd_not_found"] = missing
     f["llama_server_version"] = _sh([str(bins / "llama-server"), "--version"])[-400:]
-    _write(work, "facts.json", f)
+    write_work(work, "facts.json", f)
     if missing:
         raise HarnessError(f"the engine's binaries cannot run here: {missing}; see docs/gpu-loop.md (build on the device).")
     return f
@@ -210,9 +150,6 @@ def collect(work: Path, out: Path) -> dict[str, Any]:
 
 
 def step_model(work: Path) -> dict[str, Any]:
-    from harness.engines.random_gguf import write_random_gguf  # noqa: PLC0415
-    from harness.specs.gguf_model import read_gguf  # noqa: PLC0415
-
     p = load_preset(work)
     t0 = time.perf_counter()
     path = write_random_gguf(work / "model.gguf.tmp", shape=p.shape, qtype=p.qtype, seed=p.seed)
@@ -224,9 +161,6 @@ def step_model(work: Path) -> dict[str, Any]:
 
 
 def step_kernels(work: Path) -> dict[str, Any]:
-    from harness.calibration.step_time import fit_from_runs, save_step_time, summary_lines  # noqa: PLC0415
-    from microbench.llama_cpp.run import run_llama_cpp_micro  # noqa: PLC0415
-
     p = load_preset(work)
     facts = json.loads((work / "facts.json").read_text()) if (work / "facts.json").is_file() else {}
     run = run_llama_cpp_micro(model_path(work), threads=p.threads, out=work / "results", sweep=p.sweep,
@@ -235,7 +169,7 @@ def step_kernels(work: Path) -> dict[str, Any]:
                               backend=p.device, progress=lambda s: print(s, flush=True),
                               command_line=["device_loop", "kernels"])
     res: dict[str, Any] = {"micro_run": str(run.path), "cases": run.cases, "notes": run.notes, "skips": run.skips}
-    _write(work / "steps", "kernels-run.json", res)  # twin (b) needs only the run: keep it even if the fit fails
+    write_work(work / "steps", "kernels-run.json", res)  # twin (b) needs only the run: keep it even if the fit fails
     try:
         cal = fit_from_runs(run.path, seed=p.seed)
     except HarnessError as exc:
@@ -248,10 +182,8 @@ def step_kernels(work: Path) -> dict[str, Any]:
 
 def engine_config(work: Path) -> Any:
     """The llama-server config of the served step (written to WORK/engine.toml, then validated like any config)."""
-    from harness.engines.config import load_engine_config  # noqa: PLC0415
-
     p = load_preset(work)
-    plan = _read(work, "plan.json", "prepare")
+    plan = read_work(work, "plan.json", "prepare")
     gpu = p.device == "cuda"
     text = f"""schema_version = 1
 name = "device-loop-{p.device}"
@@ -292,8 +224,6 @@ def _suite_constants(work: Path) -> dict[str, Any] | None:
     """(b-proxy)'s roofline constants from the torch suites' run: C = the median FLOP/s of the bf16 projection GEMMs
     (not the square reference) at the largest token count, B = the bytes/s of the whole batch-1 decode step (the fused
     one where measured). None without the suites."""
-    from harness.store import iter_runs  # noqa: PLC0415
-
     rows = []
     for r in iter_runs(work / "results", kind="micro"):
         if "llama_cpp" in (r.manifest.extra or {}) or "micro_cases" not in r.tables():
@@ -350,8 +280,6 @@ def _kernel_constants(rows: list[dict[str, Any]], family: str, cache_bytes: int 
 
 
 def _weight_bytes(r: dict[str, Any]) -> float:
-    from microbench.llama_cpp.backend_ops import type_bytes  # noqa: PLC0415
-
     k, n = int(r["k"]), int(r["n"])
     return type_bytes(str(r["weight_type"]), k * n)
 
@@ -359,8 +287,6 @@ def _weight_bytes(r: dict[str, Any]) -> float:
 def _ops_rows(work: Path) -> tuple[list[dict[str, Any]], str]:
     """The test-backend-ops cases of the kernels step's micro run (params with the case's median and work), and the
     engine's kernel family (the model's file type on the run's backend); ([], "") without them."""
-    from harness.store import Run  # noqa: PLC0415
-
     f = work / "steps" / "kernels-run.json"
     if not f.is_file():
         return [], ""
@@ -376,11 +302,6 @@ def _ops_rows(work: Path) -> tuple[list[dict[str, Any]], str]:
 
 def build_twins(work: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """{name: TwinSpec} for the twins that can be built, and {name: why not} for the others."""
-    from harness.specs.gguf_model import read_gguf  # noqa: PLC0415
-    from harness.target.llama_server import settings_from_engine  # noqa: PLC0415
-    from harness.target.step_times import RooflineStepTimes  # noqa: PLC0415
-    from harness.target.twin import TwinSpec, llama_cpp_twin  # noqa: PLC0415
-
     cfg = engine_config(work)
     gm = read_gguf(model_path(work))
     settings = settings_from_engine(cfg.options, cfg.base.server.extra_args, sliding_window=gm.sliding_window,
@@ -413,9 +334,6 @@ def build_twins(work: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _artifact(mix: tuple[int, int], rate: float, duration_s: float, seed: int, point: int) -> Any:
-    from workloads.mixes import single_turn  # noqa: PLC0415
-    from workloads.schedule import make_schedule  # noqa: PLC0415
-
     if math.isinf(rate):  # a capacity burst: every request intended at t = 0
         n = int(duration_s)
         sched = make_schedule("trace", timestamps_s=[0.0] * n)
@@ -429,9 +347,6 @@ def _artifact(mix: tuple[int, int], rate: float, duration_s: float, seed: int, p
 
 
 def _predict(twin: Any, art: Any, rate: float, span_s: float) -> dict[str, Any]:
-    from harness.target.des import backlog_rates  # noqa: PLC0415
-    from harness.target.twin import predict_point, requests_from_rows  # noqa: PLC0415
-
     reqs = requests_from_rows(art.rows)
     if math.isinf(rate):
         rps, tok = backlog_rates(twin.make_scheduler, reqs)
@@ -441,16 +356,13 @@ def _predict(twin: Any, art: Any, rate: float, span_s: float) -> dict[str, Any]:
 
 def step_twins(work: Path) -> dict[str, Any]:
     """Plan the points on (a)'s burst capacity (else (b)'s) and predict every point with every twin."""
-    from harness.target.twin import twin_dict  # noqa: PLC0415
-    from workloads.artifact import save_artifact  # noqa: PLC0415
-
     p = load_preset(work)
     twins, missing = build_twins(work)
     if not twins:
         raise HarnessError("no twin could be built: " + "; ".join(f"{k}: {v}" for k, v in missing.items()))
     (work / "twins").mkdir(exist_ok=True)
     for name, t in twins.items():
-        _write(work / "twins", f"{name}.json", twin_dict(t))
+        write_work(work / "twins", f"{name}.json", twin_dict(t))
     planner = "a" if "a" in twins else next(iter(twins))
     arts = work / "artifacts"
     arts.mkdir(exist_ok=True)
@@ -471,36 +383,20 @@ def step_twins(work: Path) -> dict[str, Any]:
     doc = {"planned_on": planner, "twins": {k: {"label": TWIN_LABELS[k], "source": t.source, "notes": list(t.notes)}
                                             for k, t in twins.items()},
            "twins_missing": missing, "points": points}
-    _write(work, "predictions.json", doc)
+    write_work(work, "predictions.json", doc)
     return {"planned_on": planner, "twins": sorted(twins), "missing": missing, "points": len(points)}
-
-
-def served_point(pt: dict[str, Any]) -> Any:
-    """A planned point of predictions.json as the shared record (harness.served.ServedPoint): a burst's rate is inf."""
-    from harness.served import ServedPoint  # noqa: PLC0415
-
-    i, o = (int(x) for x in pt["mix"].split("/"))
-    return ServedPoint(i, o, rate_per_s=math.inf if pt["kind"] == "burst" else float(pt["rate_per_s"]), workload=pt["mix"],
-                       index=int(pt["point"]))
 
 
 def fresh_rows(rows: list[dict[str, Any]], salt: int) -> list[dict[str, Any]]:
     """The same arrivals and lengths with other prompt words, so a repeat does not hit the engine's prompt cache."""
-    from workloads.prompts import prompt_text  # noqa: PLC0415
-
     return [{**r, "prompt": prompt_text(int(r["prompt_tokens_target"]), 1_000_003 * (salt + 1) + 7919 * i + 13)}
             for i, r in enumerate(rows)]
 
 
 def step_served(work: Path, deadline_unix_s: float) -> dict[str, Any]:
     """Launch llama-server and measure every planned point once, then again, while the deadline allows."""
-    from harness.engines.launcher import RunningEngine  # noqa: PLC0415
-    from harness.engines.session import make_plan  # noqa: PLC0415
-    from harness.loop.measure import measure_served  # noqa: PLC0415 - the CPU loop's one load run and its reading
-    from workloads.artifact import WorkloadArtifact, load_artifact, save_artifact  # noqa: PLC0415
-
     p = load_preset(work)
-    pred = _read(work, "predictions.json", "twins")
+    pred = read_work(work, "predictions.json", "twins")
     cfg = engine_config(work)
     plan = make_plan(cfg)
     out = work / "served.jsonl"
@@ -509,7 +405,7 @@ def step_served(work: Path, deadline_unix_s: float) -> dict[str, Any]:
     done = 0
     with RunningEngine(plan, log_dir=work / "engine-log") as eng:
         print(f"llama-server ready in {eng.time_to_ready.ready_s:.1f} s at {plan.endpoint}", flush=True)
-        _write(work, "engine-startup.json", {"ready_s": eng.time_to_ready.ready_s, "endpoint": plan.endpoint,
+        write_work(work, "engine-startup.json", {"ready_s": eng.time_to_ready.ready_s, "endpoint": plan.endpoint,
                                               "command": [pr.argv for pr in plan.processes]})
         _warm_up(plan.endpoint, plan.served_name, p.slots)
         for rep in range(p.repeats):
@@ -547,10 +443,6 @@ def step_served(work: Path, deadline_unix_s: float) -> dict[str, Any]:
 def _warm_up(endpoint: str, served_name: str, slots: int) -> None:
     """One round of `slots` concurrent short requests, then one alone, not recorded: the engine's first batches of each
     size pay one-time costs (CUDA graph capture per batch shape) that no served point should carry."""
-    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
-
-    from harness.engines import http  # noqa: PLC0415
-    from workloads.prompts import prompt_text  # noqa: PLC0415
 
     def one(i: int) -> None:
         http.post_json(f"{endpoint}/v1/completions", {"model": served_name, "prompt": prompt_text(64, 7 + i), "max_tokens": 16,
@@ -571,10 +463,8 @@ def _estimate_s(pt: dict[str, Any], p: Preset, planner: str) -> float:
 
 
 def step_compare(work: Path) -> dict[str, Any]:
-    from harness.bench.device_compare import compare_work, loop_reports, markdown, store_run  # noqa: PLC0415
-
     cmp = compare_work(work)
-    _write(work, "comparison.json", cmp)
+    write_work(work, "comparison.json", cmp)
     (work / "comparison.md").write_text(markdown(cmp))
     reports: dict[str, Any] = {}
     report_error = None
@@ -641,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = 124
     status["wall_s"] = time.time() - t0
     (work / "steps").mkdir(parents=True, exist_ok=True)
-    _write(work / "steps", f"{a.step}.json", status)
+    write_work(work / "steps", f"{a.step}.json", status)
     return rc
 
 

@@ -23,6 +23,8 @@ from harness.engines.crosscheck import CrossRow, crosscheck_llama_cpp
 from harness.engines.launcher import LaunchPlan, RunningEngine
 from harness.engines.session import SessionResult, make_plan, run_session
 from harness.errors import HarnessError
+from harness.report.engine import ready_lines
+from harness.store import Run
 from workloads.summary import LoadSummary
 
 DEFAULT_SCENARIO = ENGINE_CONFIG_DIR / "bench-pd-cpu-gemma3.toml"
@@ -55,7 +57,6 @@ def bench_pd_against(eng: RunningEngine, *, scenario: str | Path = DEFAULT_SCENA
     metrics_proc = next((p for p in eng.plan.processes if p.metrics_path), None)
     if metrics_proc is None:
         raise HarnessError("--bench-pd needs the engine's /metrics for the cross-check; set llama_cpp.metrics = true.")
-    from harness.store import Run  # noqa: PLC0415
 
     opts = BenchPdOptions(scenario=str(scenario), target_url=eng.plan.endpoint, model_name=eng.plan.served_name,
                           metrics_url=metrics_proc.base_url + metrics_proc.metrics_path, duration_s=duration_s,
@@ -154,8 +155,6 @@ def engine_session(cfg: EngineConfig, *, results_dir: str | None = "results", se
 
     def on_ready(eng: RunningEngine) -> dict[str, Any] | None:
         if notify is not None:
-            from harness.report.engine import ready_lines  # noqa: PLC0415
-
             for line in ready_lines(eng, serve):
                 notify(line)
         if bench is None:

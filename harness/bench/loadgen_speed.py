@@ -38,6 +38,16 @@ from typing import Any
 
 import numpy as np
 
+from harness.bench.load import run_load
+from harness.bench.token_server import start_token_server
+from harness.records import cpu_model
+from harness.store import Run
+from harness.target.process import start_target
+from workloads.artifact import save_artifact
+from workloads.config import LoadConfig
+from workloads.mixes import single_turn
+from workloads.schedule import burst, constant
+
 TOKEN_PARTS = ("light", "c64", "tput", "bare", "workers")
 TARGET_PARTS = ("target-light", "target-c64", "target-tput")
 PARTS = TOKEN_PARTS + TARGET_PARTS
@@ -109,8 +119,6 @@ class Affinity:
 
 
 def _token_server(aff: Affinity, ttft_s: float, itl_s: float, emit_log: bool) -> Any:
-    from harness.bench.token_server import start_token_server
-
     return start_token_server(ttft_s=ttft_s, itl_s=itl_s, cpu=aff.server_cpu, emit_log=emit_log, max_lifetime_s=1800)
 
 
@@ -119,11 +127,6 @@ def _server_info(url: str) -> dict[str, Any]:
 
 
 def _load(name: str, url: str, art: Any, tmp: Path, aff: Affinity, *, concurrency: int, emit_log: bool, workers: int = 0) -> Any:
-    from harness.bench.load import run_load
-    from harness.store import Run
-    from workloads.artifact import save_artifact
-    from workloads.config import LoadConfig
-
     d = tmp / name
     d.mkdir(parents=True, exist_ok=True)
     cfg = LoadConfig(target_url=url, artifact_path=str(save_artifact(art, d)), run_id=f"speed-{name}-{tmp.name}",
@@ -154,9 +157,6 @@ def _tput_record(run: Any, n_req: int, n_out: int, api: str) -> dict[str, Any]:
 
 
 def part_light(a: argparse.Namespace, tmp: Path, aff: Affinity, *, target: bool) -> dict[str, Any]:
-    from workloads.mixes import single_turn
-    from workloads.schedule import constant
-
     art = single_turn("light", constant(2.0, a.light_s or (10.0 if a.quick else 150.0)), input_tokens=64, output_tokens=50)
     rec: dict[str, Any] = {"rate_per_s": 2.0, "ttft_s": 0.1, "itl_s": 0.02, "tokens_per_request": 50}
     if target:
@@ -169,9 +169,6 @@ def part_light(a: argparse.Namespace, tmp: Path, aff: Affinity, *, target: bool)
 
 
 def part_c64(a: argparse.Namespace, tmp: Path, aff: Affinity, *, target: bool) -> dict[str, Any]:
-    from workloads.mixes import single_turn
-    from workloads.schedule import burst
-
     n_out = 1000 if a.quick else 3000
     art = single_turn("c64", burst(64, 1e-9, 1.0), input_tokens=16, output_tokens=n_out)
     rec: dict[str, Any] = {"streams": 64, "ttft_s": 0.05, "itl_s": 0.001, "tokens_per_request": n_out,
@@ -186,9 +183,6 @@ def part_c64(a: argparse.Namespace, tmp: Path, aff: Affinity, *, target: bool) -
 
 
 def _tput_workload(a: argparse.Namespace) -> tuple[int, int, Any]:
-    from workloads.mixes import single_turn
-    from workloads.schedule import burst
-
     n_req, n_out = (64, 2048) if a.quick else (256, 4096)
     return n_req, n_out, single_turn("tput", burst(n_req, 1e-9, 1.0), input_tokens=16, output_tokens=n_out, api=a.tput_api)
 
@@ -245,8 +239,6 @@ def part_workers(a: argparse.Namespace, tmp: Path, aff: Affinity) -> dict[str, A
 
 
 def _target_load(name: str, timing: list[str], art: Any, tmp: Path, aff: Affinity, *, concurrency: int, emit_log: bool = True) -> Any:
-    from harness.target.process import start_target
-
     with start_target(["--profile", "fixed", *timing], max_lifetime_s=1800) as t:
         if aff.server_cpu is not None:
             os.sched_setaffinity(t.proc.pid, {aff.server_cpu})
@@ -254,9 +246,6 @@ def _target_load(name: str, timing: list[str], art: Any, tmp: Path, aff: Affinit
 
 
 def part_target_tput(a: argparse.Namespace, tmp: Path, aff: Affinity) -> dict[str, Any]:
-    from workloads.mixes import single_turn
-    from workloads.schedule import burst
-
     n_req, n_out = (64, 4096) if a.quick else (256, 4096)
     art = single_turn("tput", burst(n_req, 1e-9, 1.0), input_tokens=16, output_tokens=n_out, api=a.tput_api)
     run = _target_load("target-tput", ["--ttft-s", "0.0", "--itl-s", "0.0"], art, tmp, aff, concurrency=32, emit_log=False)
@@ -315,7 +304,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}.", file=sys.stderr)
         return 1
-    from harness.records import cpu_model
 
     tmp = Path(tempfile.mkdtemp(prefix="loadgen-speed-"))
     res: dict[str, Any] = {"host": {"cpu": cpu_model(), "python": platform.python_version(), "cores": os.cpu_count(),

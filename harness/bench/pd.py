@@ -8,131 +8,36 @@ bounded time against the embedded (simulated) target or a real deployment, then 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from harness.bench.load import run_load
+from harness.bench.load_extras import load_config_fields
+from harness.bench.pd_options import BenchPdOptions
 from harness.bench.progress import Progress
-from harness.bench.workload import build_workload
+from harness.bench.workload import build_workload, closed_loop_pool
 from harness.errors import HarnessError
-from workloads.config import LoadConfig, SummaryOptions, check_http_url
-from workloads.extras_options import check_extras
+from harness.model.plan import plan
+from harness.model.record import as_json
+from harness.records import new_run_id
+from harness.report.bench_pd import plan_describes_target, render
+from harness.specs.scenario import load_scenario
+from harness.store import Run
+from harness.target.des import simulate
+from harness.target.prediction import PREDICTION_FILE, predict_artifact
+from harness.target.process import start_target
+from harness.target.twin import requests_from_rows
+from harness.target.twin_source import is_local_url, load_target_twin
+from workloads.artifact import load_artifact
+from workloads.config import LoadConfig, SummaryOptions
+from workloads.preflight import preflight, simulated_target
+from workloads.run_extras import run_extras
+from workloads.steady import in_flight_series, steady_start
 from workloads.summary import LoadSummary, read_summary
-from workloads.workload_spec import WorkloadSpec
-
-
-@dataclass(frozen=True)
-class BenchPdOptions:
-    scenario: str = "workloads/scenarios/ch9-hetero-pd.toml"
-    target_url: str | None = None
-    metrics_url: str | None = None
-    prefill_metrics_url: str | None = None
-    decode_metrics_url: str | None = None
-    duration_s: float = 60.0
-    rate_per_s: float | None = None
-    schedule: str = "constant"  # the fluid model of §9.6.1 assumes a steady λ
-    mix: str = "scenario"
-    workload_path: str | None = None
-    seed: int = 0
-    api: str = "chat"
-    model_name: str | None = None
-    api_key_env: str | None = None
-    workers: int = 0
-    max_concurrency: int = 512
-    request_timeout_s: float = 120.0
-    time_scale: float = 1.0
-    startup_s: float | None = None
-    allocation: str = "best"
-    warmup_s: float = 0.0
-    warmup_auto: bool = True  # the window starts where the requests in flight settled (workloads.steady), >= warmup_s
-    warmup_source: str = ""  # where a fixed warmup_s came from (set by twin_window)
-    cooldown_s: float = 0.0
-    slo_ttft_s: float | None = 5.0
-    slo_tpot_s: float | None = 0.05
-    slo_e2e_s: float | None = None
-    results_dir: str = "results"
-    report_dir: str | None = "reports"
-    command_line: list[str] = field(default_factory=list)
-    workload: WorkloadSpec = field(default_factory=WorkloadSpec)  # --input-tokens, --dataset, --trace, ... (workloads.workload_spec)
-    concurrency: int | None = None  # closed loop: N users, each sending when its previous request ended
-    num_requests: int | None = None  # closed loop: the pool of requests (default concurrency x 32, at most 4096)
-    remote_workers: int = 0  # Locust workers on other hosts that join this master (docs/loadgen.md)
-    master_bind_host: str = "127.0.0.1"
-    master_port: int = 0
-    preflight: bool = True  # GET /v1/models and one short request before the run
-    max_error_fraction: float = 0.5  # more failed requests than this share make the run invalid
-    run_group: dict[str, Any] | None = None  # set by a rate sweep: {"id", "index", "rates"}
-    # a real target's prediction: the digital twin of --calibration (a twin.json, or a step-time calibration with
-    # --engine-config), run on this run's workload before the load (harness.target.twin_source, .prediction)
-    calibration: str | None = None
-    engine_config: str | None = None  # a llama.cpp engine config (name or TOML path): the scheduler a step-time twin runs
-    proxy: bool = False  # let a calibration of another engine / host / kernel family / threads / model predict (said so)
-    # GPU telemetry, engine profiling and the over-saturation cut (harness.bench.load_extras, docs/loadgen.md)
-    gpu_metrics: list[dict[str, str]] = field(default_factory=list)  # DCGM exporters: [{"role", "url"}]
-    gpu_nvml: str = "auto"  # sample this host's GPUs: auto (when the target runs here and NVML sees a GPU), on, off
-    gpu_interval_s: float = 1.0
-    profile_window: tuple[float, float] | None = None  # seconds into the measurement window
-    profile_dir: str | None = None  # sent to /start_profile as output_dir
-    early_stop: bool = False  # cut the run short when it is over-saturated (workloads.oversaturation)
-    engine_process: dict[str, int] | None = None  # {"pid", "threads"} of a target the harness launched on this host
-
-    def __post_init__(self) -> None:
-        if self.target_url is not None:
-            check_http_url(self.target_url, "--target")
-        for name in ("metrics_url", "prefill_metrics_url", "decode_metrics_url"):
-            v = getattr(self, name)
-            if v is not None:
-                check_http_url(v, f"--{name.replace('_', '-')}")
-        if not (isinstance(self.duration_s, (int, float)) and 0 < self.duration_s <= 24 * 3600):
-            raise HarnessError(f"--duration-s must be in (0, 86400] seconds, got {self.duration_s!r}.")
-        if self.rate_per_s is not None and not (isinstance(self.rate_per_s, (int, float)) and 0 < self.rate_per_s < 1e6):
-            raise HarnessError(f"--rate must be a positive number of requests per second, got {self.rate_per_s!r}.")
-        if self.api not in ("chat", "completions"):
-            raise HarnessError(f"--api must be 'chat' or 'completions', got {self.api!r}.")
-        if not (isinstance(self.time_scale, (int, float)) and 0 < self.time_scale <= 100):
-            raise HarnessError(f"--time-scale must be in (0, 100] (wall seconds per simulated second), got {self.time_scale!r}.")
-        for name in ("warmup_s", "cooldown_s"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
-                raise HarnessError(f"--{name.replace('_', '-')} must be a number of seconds >= 0, got {v!r}.")
-        if self.warmup_s + self.cooldown_s >= self.duration_s:
-            raise HarnessError(f"--warmup-s {self.warmup_s:g} + --cooldown-s {self.cooldown_s:g} leave no measurement window in a "
-                               f"--duration-s {self.duration_s:g} run; make the run longer or the warm-up shorter.")
-        if self.concurrency is not None:
-            if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or not 1 <= self.concurrency <= 100_000:
-                raise HarnessError(f"--concurrency must be an integer number of users in [1, 100000], got {self.concurrency!r}.")
-            if self.rate_per_s is not None:
-                raise HarnessError("--concurrency (closed loop) and --rate (open loop) exclude each other; give one.")
-        if self.num_requests is not None and (isinstance(self.num_requests, bool) or not isinstance(self.num_requests, int)
-                                              or not 1 <= self.num_requests <= 1_000_000):
-            raise HarnessError(f"--num-requests must be an integer in [1, 1000000], got {self.num_requests!r}.")
-        if not (isinstance(self.max_error_fraction, (int, float)) and 0 <= self.max_error_fraction < 1):
-            raise HarnessError(f"--max-error-fraction must be in [0, 1), got {self.max_error_fraction!r}.")
-        if self.calibration is None:
-            for flag, given in (("--engine-config", self.engine_config is not None), ("--proxy", self.proxy)):
-                if given:
-                    raise HarnessError(f"{flag} qualifies --calibration FILE (the twin that predicts the target); give "
-                                       f"--calibration too, or drop {flag}.")
-        else:
-            if not isinstance(self.calibration, str) or not self.calibration.strip():
-                raise HarnessError(f"--calibration must be a file path, got {self.calibration!r}.")
-            if self.target_url is None:
-                raise HarnessError("--calibration predicts a real target: give --target URL. The embedded (simulated) target "
-                                   "is the scenario's deployment, whose prediction is the scenario's plan (shown already).")
-            if self.concurrency is not None:
-                raise HarnessError("--calibration: the twin simulates open-loop arrivals; --concurrency runs closed loop. "
-                                   "Drop --concurrency (use --rate) or drop --calibration.")
-        _check_extras(self)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @property
-    def load_mode(self) -> str:
-        return f"closed-loop ({self.concurrency} users)" if self.concurrency else "open-loop"
 
 
 @dataclass(frozen=True)
@@ -174,8 +79,6 @@ class Target:
 def reach_target(opts: BenchPdOptions, scenario: Any) -> Target:
     """Start the embedded target, or describe the one at --target URL (simulated when it says so in its headers)."""
     if opts.target_url is None:
-        from harness.target.process import start_target
-
         args = ["--scenario", opts.scenario, "--time-scale", str(opts.time_scale), "--allocation", opts.allocation]
         if opts.startup_s is not None:
             args += ["--startup-s", str(opts.startup_s)]
@@ -191,7 +94,6 @@ def reach_target(opts: BenchPdOptions, scenario: Any) -> Target:
         scrape.append({"role": "prefill", "url": opts.prefill_metrics_url})
     if opts.decode_metrics_url:
         scrape.append({"role": "decode", "url": opts.decode_metrics_url})
-    from workloads.preflight import simulated_target
 
     key = LoadConfig(target_url=url, artifact_path="-", run_id="probe", api_key_env=opts.api_key_env).api_key()
     sim = simulated_target(url, api_key=key, timeout_s=min(30.0, opts.request_timeout_s))
@@ -216,16 +118,9 @@ def planned_scenario(opts: BenchPdOptions, scenario: Any) -> Any:
 def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdResult:
     """The run's steps, in order: check the twin, reach the target, pre-flight, size a closed loop's pool, build the
     workload, predict it (twin), load, report."""
-    from harness.model.plan import plan
-    from harness.model.record import as_json
-    from harness.records import new_run_id
-    from harness.specs.scenario import load_scenario
-    from harness.store import Run
-
     s = load_scenario(opts.scenario)
     twin = None
     if opts.calibration is not None:  # every fact of the twin checked before anything is built or sent
-        from harness.target.twin_source import is_local_url, load_target_twin
 
         twin = load_target_twin(opts.calibration, engine_config=opts.engine_config, proxy=opts.proxy,
                                 target_local=is_local_url(opts.target_url))
@@ -236,20 +131,15 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
         target = reach_target(opts, s)
         model = opts.model_name or target.model
         if opts.preflight and opts.target_url is not None:  # an external target; the embedded one was just seen listening
-            from workloads.preflight import preflight
 
             key_cfg = LoadConfig(target_url=target.url, artifact_path="-", run_id="preflight", api_key_env=opts.api_key_env)
             preflight(target.url, model=model, api=opts.api, api_key=key_cfg.api_key(),
                       timeout_s=min(60.0, opts.request_timeout_s), extra_body={"ignore_eos": True})
         pool_note = None
         if opts.concurrency and opts.num_requests is None and not opts.workload_path:
-            from harness.bench.workload import closed_loop_pool
-
             pool = closed_loop_pool(opts, s, target.url if target.process is None else None, model=model)
             opts, pool_note = replace(opts, num_requests=pool.requests), pool.basis
         artifact_path = build_workload(opts, s, workdir)
-        from harness.bench.load_extras import load_config_fields
-        from workloads.artifact import load_artifact
 
         # GPU telemetry, profile window, early stop: checked before anything starts (harness.bench.load_extras)
         extra_fields = load_config_fields(opts, load_artifact(artifact_path), target_url=opts.target_url)
@@ -257,7 +147,6 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
         plan_path.write_text(json.dumps(as_json(plan(planned_scenario(opts, s), include_grid=False))))
         sidecars: dict[str, str] = {}
         if twin is not None:  # before the load: the prediction cannot peek at the measurement
-            from harness.target.prediction import PREDICTION_FILE
 
             opts = twin_window(twin, artifact_path, opts)
             prediction = predict_run(twin, artifact_path, opts).to_dict()
@@ -287,18 +176,13 @@ def bench_pd(opts: BenchPdOptions, progress: Progress | None = None) -> BenchPdR
     finally:
         if target is not None and target.process is not None:
             target.process.stop()
-        import shutil
 
         shutil.rmtree(workdir, ignore_errors=True)  # the artifact was copied into the run directory
     run = Run(run_dir)
     paths: list[str] = []
     if opts.report_dir:
-        from harness.report.bench_pd import render
-
         paths = [str(p) for p in render(run, Path(opts.report_dir) / run.manifest.run_id)]
     summary = read_summary(run).load
-    from harness.report.bench_pd import plan_describes_target
-    from workloads.run_extras import run_extras
 
     return BenchPdResult(str(run_dir), paths, summary, target.label, prediction, run_extras(run).to_dict(), target.simulated,
                          target.process is not None, plan_describes_target(target.engine, s.name))
@@ -309,10 +193,6 @@ def twin_window(twin: Any, artifact_path: str | Path, opts: BenchPdOptions) -> B
     the run: where the twin's own simulation of this artifact settled (the same MSER-5 rule, workloads.steady)."""
     if not opts.warmup_auto:
         return opts
-    from harness.target.des import simulate
-    from harness.target.twin import requests_from_rows
-    from workloads.artifact import load_artifact
-    from workloads.steady import in_flight_series, steady_start
 
     art = load_artifact(artifact_path)
     end_s = max(opts.warmup_s, art.span_s - opts.cooldown_s)
@@ -330,9 +210,6 @@ def twin_window(twin: Any, artifact_path: str | Path, opts: BenchPdOptions) -> B
 def predict_run(twin: Any, artifact_path: str | Path, opts: BenchPdOptions) -> Any:
     """The twin's prediction (harness.target.prediction.TargetPrediction, simulated) for the artifact this run sends,
     over the load generator's window (same span, warm-up and cool-down)."""
-    from harness.target.prediction import predict_artifact
-    from workloads.artifact import load_artifact
-
     art = load_artifact(artifact_path)
     if art.closed_loop:
         raise HarnessError("--calibration: the twin simulates open-loop arrivals; this workload is closed loop. "
@@ -346,8 +223,3 @@ def predict_run(twin: Any, artifact_path: str | Path, opts: BenchPdOptions) -> A
     except HarnessError as exc:
         raise HarnessError(f"--calibration: the twin cannot predict this workload: {exc} Drop --calibration or change the "
                            "workload.") from None
-
-
-def _check_extras(o: BenchPdOptions) -> None:
-    """The GPU telemetry, profile and early-stop options (workloads.extras_options)."""
-    check_extras(o, closed_loop=o.concurrency is not None)

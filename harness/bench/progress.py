@@ -26,6 +26,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TextIO
 
+from harness.errors import HarnessError
+
 WINDOW_S = 5.0  # the window of the recent send and completion rates (phase, ETA)
 KEEP_UP = 0.9  # completions at least this share of sends in the window: the startup backlog has cleared
 Mode = Literal["auto", "rich", "plain", "quiet"]
@@ -119,8 +121,6 @@ class LoadProgress:
     def __init__(self, mode: Mode = "auto", *, simulated: bool = False, stream: TextIO | None = None,
                  plain_every_s: float = 10.0) -> None:
         if mode not in MODES:
-            from harness.errors import HarnessError
-
             raise HarnessError(f"progress mode must be one of {', '.join(MODES)}, got {mode!r}.")
         self.stream = stream if stream is not None else sys.stderr
         if mode == "auto":
@@ -147,6 +147,7 @@ class LoadProgress:
             self._rich(v)
 
     def _rich(self, v: ProgressView) -> None:
+        # lazy: rich adds ~20 ms to the start-up of bench-pd, engine, loop and sweep; only a live display uses it
         from rich.console import Console
         from rich.live import Live
         from rich.text import Text

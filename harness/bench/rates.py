@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.errors import HarnessError
+from harness.records import new_run_id
 
 MAX_RATES = 64
 
@@ -106,8 +107,6 @@ def _point(rate: float, res: Any, slo_attainment: float) -> RatePoint:
 
 
 def _group_id() -> str:
-    from harness.records import new_run_id
-
     return new_run_id("rate-group")
 
 
@@ -228,9 +227,11 @@ def _figure(r: RateSweepResult, path: Path) -> Path | None:
     pts = [p for p in sorted(r.points, key=lambda p: p.rate_per_s) if p.ttft_p90_s is not None]
     if not pts:
         return None
+    # lazy: matplotlib adds ~0.4 s to bench-pd's start-up; only the plot uses it
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: matplotlib adds ~0.4 s to bench-pd's start-up; only the plot uses it
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(1, 2, figsize=(9, 3.4))

@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from harness.bench.pd_options import BenchPdOptions
 from harness.errors import HarnessError
+from harness.target.chapter import ChapterScheduler
+from harness.target.deployment import deployment_from_scenario
+from harness.target.des import ArrivingRequest, simulate
+from workloads.artifact import load_artifact, save_artifact
+from workloads.config import LoadConfig
+from workloads.mixes import build_mix, startup_burst_schedule
+from workloads.preflight import time_one_request
+from workloads.prompts import prompt_text
+from workloads.schedule import closed_loop, make_schedule
+from workloads.workload_spec import build_workload as build_from_spec
 
-if TYPE_CHECKING:
-    from harness.bench.pd import BenchPdOptions
 
-
-def build_workload(opts: "BenchPdOptions", scenario: Any, workdir: Path) -> Path:
+def build_workload(opts: BenchPdOptions, scenario: Any, workdir: Path) -> Path:
     """The artifact for this run: an existing file, or the named mix on the named schedule."""
-    from workloads.artifact import load_artifact, save_artifact
-    from workloads.mixes import build_mix, startup_burst_schedule
-    from workloads.schedule import make_schedule
-
     if opts.workload_path:
         if opts.workload.custom or opts.concurrency:
             raise HarnessError("--workload replays a stored artifact as it is; drop the workload flags (--input-tokens, "
@@ -27,9 +31,6 @@ def build_workload(opts: "BenchPdOptions", scenario: Any, workdir: Path) -> Path
         return Path(opts.workload_path)
     w = scenario.workload
     if opts.concurrency or opts.workload.custom:
-        from workloads.schedule import closed_loop
-        from workloads.workload_spec import build_workload as build_from_spec
-
         if opts.mix not in ("scenario", "mooncake"):
             raise HarnessError(f"--mix {opts.mix} has its own token counts; use the workload flags (--input-tokens, ...) "
                                "with --mix scenario (the default).")
@@ -40,8 +41,6 @@ def build_workload(opts: "BenchPdOptions", scenario: Any, workdir: Path) -> Path
             sched = _open_loop_schedule(opts, scenario)
         spec = opts.workload
         if spec.prefix_tokens == 0 and spec.input_tokens is None and not spec.dataset and not spec.trace and w.cached_prefix_tokens:
-            from dataclasses import replace
-
             spec = replace(spec, prefix_tokens=w.cached_prefix_tokens)  # the scenario's own shared prefix
         art = build_from_spec(spec, sched, name="custom" if opts.workload.custom else "scenario", seed=opts.seed, api=opts.api,
                               default_input_tokens=w.input_tokens, default_output_tokens=w.output_tokens)
@@ -51,9 +50,7 @@ def build_workload(opts: "BenchPdOptions", scenario: Any, workdir: Path) -> Path
     return save_artifact(_named_mix(opts, scenario), workdir)
 
 
-def _open_loop_schedule(opts: "BenchPdOptions", scenario: Any) -> Any:
-    from workloads.schedule import make_schedule
-
+def _open_loop_schedule(opts: BenchPdOptions, scenario: Any) -> Any:
     rate = opts.rate_per_s if opts.rate_per_s is not None else scenario.workload.arrival_rate_per_s
     if not rate > 0:
         raise HarnessError(f"scenario {scenario.name!r} has arrival_rate_per_s = {rate!r}; give --rate R (requests per second).")
@@ -64,10 +61,7 @@ def _open_loop_schedule(opts: "BenchPdOptions", scenario: Any) -> Any:
     raise HarnessError(f"--schedule must be constant, poisson or gamma for bench-pd, got {opts.schedule!r}.")
 
 
-def _named_mix(opts: "BenchPdOptions", scenario: Any) -> Any:
-    from workloads.mixes import build_mix, startup_burst_schedule
-    from workloads.schedule import make_schedule
-
+def _named_mix(opts: BenchPdOptions, scenario: Any) -> Any:
     rate = opts.rate_per_s if opts.rate_per_s is not None else scenario.workload.arrival_rate_per_s
     if not rate > 0:
         raise HarnessError(f"scenario {scenario.name!r} has arrival_rate_per_s = {rate!r}; give --rate R (requests per second).")
@@ -98,7 +92,7 @@ class ClosedLoopPool:
     basis: str
 
 
-def closed_loop_pool(opts: "BenchPdOptions", scenario: Any, url: str | None, *, model: str) -> ClosedLoopPool:
+def closed_loop_pool(opts: BenchPdOptions, scenario: Any, url: str | None, *, model: str) -> ClosedLoopPool:
     """Enough requests for `opts.concurrency` users to keep sending for the whole run: users × ⌈POOL_MARGIN × duration /
     (one request's time alone)⌉ + users. A request takes at least as long under load as alone, so this is an upper
     bound. One request's time: the scenario's deployment simulated (harness.target.des, no startup) for the embedded
@@ -109,19 +103,11 @@ def closed_loop_pool(opts: "BenchPdOptions", scenario: Any, url: str | None, *, 
     in_tok = int(round(spec.input_tokens.mean)) if spec.input_tokens is not None else int(w.input_tokens)
     out_tok = int(round(spec.output_tokens.mean)) if spec.output_tokens is not None else int(w.output_tokens)
     if url is None:
-        from harness.target.chapter import ChapterScheduler
-        from harness.target.deployment import deployment_from_scenario
-        from harness.target.des import ArrivingRequest, simulate
-
         dep = deployment_from_scenario(scenario, allocation=opts.allocation, startup_s=0.0)
         run = simulate(lambda: ChapterScheduler(dep), [ArrivingRequest(0.0, max(1, in_tok), max(1, out_tok))])
         alone_s = float(run.finished_s[0]) * opts.time_scale
         how = f"one request of {in_tok}/{out_tok} tokens takes {alone_s:.3g} s alone on the scenario's deployment (simulated)"
     else:
-        from workloads.config import LoadConfig
-        from workloads.preflight import time_one_request
-        from workloads.prompts import prompt_text
-
         key = LoadConfig(target_url=url, artifact_path="-", run_id="probe", api_key_env=opts.api_key_env).api_key()
         alone_s = time_one_request(url, model=model, api=opts.api, prompt=prompt_text(in_tok, 987_654_321, None),
                                    max_tokens=out_tok, api_key=key, timeout_s=opts.request_timeout_s,

@@ -8,22 +8,33 @@ terminal gets one line naming the verb, the exception and the log file; the trac
 `error.log` in the run directory the verb was writing, or, when it wrote none, to
 $HARNESS_LOG_DIR (default <temp dir>/harness-logs/) as <verb>-<UTC time>-<pid>.log.
 HARNESS_TRACEBACK=1 also prints the traceback on the terminal.
+
+Start-up: `harness VERB ...` imports only that verb's module (which imports its use case at module level);
+`harness --help` and `--version` import none, reading each verb's help line from its module's source.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
+import importlib.util
 import math
 import os
 import sys
 import tempfile
 import time
+import tokenize
 import traceback
+from collections.abc import Collection
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from harness import __version__
 from harness.errors import HarnessError
+from harness.records import harness_commit
+from harness.store import runs_started
 
 # verb -> module under harness.cli; add one line per verb
 VERBS: dict[str, str] = {
@@ -49,9 +60,6 @@ VERBS: dict[str, str] = {
 
 def version_text() -> str:
     """`harness --version`: the package version and the commit it runs from (as run manifests record them)."""
-    from harness import __version__
-    from harness.records import harness_commit
-
     commit, dirty = harness_commit()
     where = f"commit {commit[:12]}{' with local changes' if dirty else ''}" if commit else "not a git checkout"
     return f"harness {__version__} ({where}; Python {sys.version.split()[0]})"
@@ -68,16 +76,62 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def verb_help(modname: str) -> str:
+    """The first line of a verb module's docstring, read from its source without importing it (the top-level help
+    names every verb; importing them all would make `harness --help` pay for every verb's dependencies)."""
+    spec = importlib.util.find_spec(modname)
+    if spec is None or spec.origin is None:
+        return ""
+    with tokenize.open(spec.origin) as f:
+        for tok in tokenize.generate_tokens(f.readline):
+            if tok.type == tokenize.STRING:
+                return (ast.literal_eval(tok.string) or "").strip().splitlines()[0]
+            if tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.ENCODING):
+                return ""
+    return ""
+
+
+# the argument list main() is parsing: a verb with subcommands (harness model) imports only the one it names
+PARSING_ARGV: ContextVar[list[str] | None] = ContextVar("harness_cli_argv", default=None)
+
+
+def named_command(argv: list[str], table: Collection[str]) -> str | None:
+    """The command an argument list names (its first non-option argument), if it is one of `table`."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in table else None
+
+
+def chosen_subcommand(verb: str, table: Collection[str]) -> tuple[str, ...] | None:
+    """For a verb with subcommands, called from its add_arguments: the subcommands whose modules to import for the
+    argument list being parsed (the one it names, or none for its --help); None (all) outside main()."""
+    argv = PARSING_ARGV.get()
+    if argv is None or verb not in argv:
+        return None
+    cmd = named_command(argv[argv.index(verb) + 1:], table)
+    return () if cmd is None else (cmd,)
+
+
+def add_commands(sub: argparse._SubParsersAction, table: dict[str, str], chosen: Collection[str] | None, dest: str) -> None:
+    """One subparser per command of `table` (name -> module); the modules in `chosen` (all when None) are imported and
+    given their flags and their main (as `dest`), the others are listed by name and help line only."""
+    for name, modname in table.items():
+        if chosen is not None and name not in chosen:
+            sub.add_parser(name, help=verb_help(modname))
+            continue
+        mod = importlib.import_module(modname)
+        p = sub.add_parser(name, help=(mod.__doc__ or "").strip().splitlines()[0], description=mod.__doc__)
+        mod.add_arguments(p)
+        p.set_defaults(**{dest: mod.main})
+
+
+def build_parser(verbs: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with `verbs`, only those verbs' modules are imported and given their flags, the others are
+    listed by name and help line only (what `harness --help` and a run of one verb need)."""
     parser = argparse.ArgumentParser(prog="harness", description="Measurement harness for distributed LLM inference.")
     parser.add_argument("--version", action=_VersionAction, help="print the harness version and commit, then exit")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
-    for verb, modname in VERBS.items():
-        mod = importlib.import_module(modname)
-        p = sub.add_parser(verb, help=(mod.__doc__ or "").strip().splitlines()[0], description=mod.__doc__)
-        mod.add_arguments(p)
-        p.set_defaults(_main=mod.main)
+    add_commands(sub, VERBS, verbs, "_main")
     harden_types(parser)
     return parser
 
@@ -117,8 +171,6 @@ def harden_types(parser: argparse.ArgumentParser) -> None:
 
 def crash_log_path(verb: str, runs_before: int) -> Path:
     """Where the traceback of an unexpected failure goes: the newest run directory this verb created, else the log dir."""
-    from harness.store import runs_started
-
     runs = runs_started()[runs_before:]
     if runs and runs[-1].is_dir():
         return runs[-1] / "error.log"
@@ -146,10 +198,14 @@ def report_crash(verb: str, argv: list[str] | None, exc: BaseException, runs_bef
 
 
 def main(argv: list[str] | None = None) -> int:
-    from harness.store import runs_started
-
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    verb = named_command(argv, VERBS)
+    token = PARSING_ARGV.set(argv)
+    try:
+        parser = build_parser(() if verb is None else (verb,))
+        args = parser.parse_args(argv)
+    finally:
+        PARSING_ARGV.reset(token)
     runs_before = len(runs_started())
     try:
         return int(args._main(args) or 0)

@@ -9,10 +9,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from harness.bench.load_extras import parse_gpu_metrics_url
+from harness.bench.pd import BenchPdOptions, bench_pd
+from harness.bench.progress import SIMULATED_NOTE, LoadProgress
+from harness.bench.rates import parse_rate, run_series, search_rate, summary_lines, table_lines
 from harness.cli._output import print_json
+from harness.errors import HarnessError
+from harness.outdir import writable_dir
+from harness.report.bench_pd import twin_lines
+from harness.specs.scenario import load_scenario
+from harness.store import Run
 from workloads.headline import headline_lines
+from workloads.profiler import parse_profile_window
+from workloads.run_extras import RunExtras, extra_lines
+from workloads.workload_spec import add_workload_arguments, spec_from_args
 
 # the chapter's scenario, found from any working directory
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "workloads" / "scenarios" / "ch9-hetero-pd.toml"
@@ -96,7 +109,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--early-stop", action="store_true", help="cut a single run short when it is over-saturated (a rate series and --rate auto "
       "do so by default)")
     a("--no-early-stop", action="store_true", help="a rate series or --rate auto runs every step to its end")
-    from workloads.workload_spec import add_workload_arguments
 
     add_workload_arguments(parser)
     a("--out", default="results", help="results directory (default results/)")
@@ -108,14 +120,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Exit 0: a valid run; 1: an invalid run (stored, reasons printed), or a user error; 130: interrupted (what was
     measured is stored). A rate series exits 1 when any of its runs is invalid."""
-    from harness.bench.pd import BenchPdOptions, bench_pd
-    from harness.bench.progress import SIMULATED_NOTE, LoadProgress
-    from harness.bench.rates import parse_rate, run_series, search_rate, summary_lines, table_lines
-    from workloads.workload_spec import spec_from_args
-
     rate = parse_rate(args.rate)
     if args.report_dir:  # an unwritable report directory is found before the run, not after it
-        from harness.outdir import writable_dir
 
         writable_dir(args.report_dir, "--report-dir", "report directory")
     opts = BenchPdOptions(
@@ -139,16 +145,11 @@ def main(args: argparse.Namespace) -> int:
 
     if isinstance(rate, list) or rate == "auto":
         if opts.concurrency:
-            from harness.errors import HarnessError
-
             raise HarnessError("--concurrency runs closed loop; a rate series or search needs open loop (drop --concurrency).")
-        from dataclasses import replace
 
         opts = replace(opts, early_stop=not args.no_early_stop)  # a hopeless step is cut short and marked
         run_one = lambda o: bench_pd(o, progress=progress())  # noqa: E731
         if rate == "auto":
-            from harness.specs.scenario import load_scenario
-
             start = args.auto_start or load_scenario(opts.scenario).workload.arrival_rate_per_s or 1.0
             res = search_rate(opts, run_one, start_per_s=start, slo_attainment=args.slo_attainment, max_steps=args.auto_max_steps)
         else:
@@ -175,13 +176,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"report: {p}")
     for line in headline_lines(res.summary, opts.load_mode):
         print(line)
-    from workloads.run_extras import RunExtras, extra_lines
 
     for line in extra_lines(RunExtras(**res.extras)) if res.extras else []:
         print(line)
     if not res.plan_predicts:
-        from harness.report.bench_pd import twin_lines
-
         for line in twin_lines(res.prediction, res.summary):
             print(line)
     if not res.valid:
@@ -194,8 +192,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _simulated_run(run_dir: str) -> bool:
-    from harness.store import Run
-
     return bool((Run(run_dir).manifest.engine or {}).get("simulated"))
 
 
@@ -203,9 +199,6 @@ def _simulated_run(run_dir: str) -> bool:
 
 def _extra_options(args: argparse.Namespace) -> dict:
     """GPU telemetry, profile window and early-stop options (harness.bench.load_extras)."""
-    from harness.bench.load_extras import parse_gpu_metrics_url
-    from workloads.profiler import parse_profile_window
-
     return {"gpu_metrics": [parse_gpu_metrics_url(u) for u in args.gpu_metrics_url or []], "gpu_nvml": args.gpu_nvml,
             "gpu_interval_s": args.gpu_metrics_interval_s, "profile_window": parse_profile_window(args.profile_window),
             "profile_dir": args.profile_dir or None, "early_stop": bool(args.early_stop)}

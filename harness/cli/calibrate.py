@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from harness.calibration.calibrate import calibrate, parse_proxy
+from harness.calibration.gpu_db import db_dir, entries, grid_count, load_entry, shown_path, summary_rows
 from harness.cli._output import print_json
+from harness.errors import HarnessError
 from harness.report.calibration_summary import render_summary
 
 
@@ -31,9 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.calibration.calibrate import calibrate, parse_proxy
-    from harness.errors import HarnessError
-
     if args.list_db is not None:
         return list_db(args.list_db or None, args.json)
     if not args.results:
@@ -47,15 +47,11 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(render_summary(rec, str(path)))
         if into_db:
-            from harness.calibration.gpu_db import load_entry
-
             print(f"filed into the GPU calibration database: {load_entry(path).describe()}")
     return 0
 
 
 def list_db(directory: str | None, as_json: bool) -> int:
-    from harness.calibration.gpu_db import db_dir, entries, grid_count, shown_path, summary_rows
-
     found = entries(db_dir=directory)
     if as_json:
         print_json(summary_rows(found))

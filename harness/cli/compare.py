@@ -21,7 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli._output import print_json
+from harness.compare.compare import CompareOptions, compare_loaded
+from harness.compare.gates import check_gates, check_known, parse_gates
+from harness.compare.runs import load_run_data
 from harness.errors import HarnessError, InconclusiveError, RegressionError
+from harness.report.compare import render_comparison, render_text
 
 
 def _fraction(name: str):
@@ -70,13 +74,9 @@ def default_report_dir(cmp: Any) -> Path:
 def finish(cmp: Any, args: argparse.Namespace, gates: list) -> int:
     """Check gates, write the report, print; raise RegressionError (exit 3) on a breach, HarnessError (1) on a gate with no
     data, InconclusiveError (4) on a gate the runs cannot decide."""
-    from harness.compare.gates import check_gates
-
     outcomes = check_gates(cmp, gates) if gates else []
     paths: list[Path] = []
     if not args.no_report:
-        from harness.report.compare import render_comparison  # noqa: PLC0415
-
         out = Path(args.to) if args.to else default_report_dir(cmp)
         paths = render_comparison(cmp, out, outcomes)
     report = next((str(p) for p in paths if p.name == "index.html"), None)
@@ -85,8 +85,6 @@ def finish(cmp: Any, args: argparse.Namespace, gates: list) -> int:
         print_json({**cmp.to_dict(), "gates": [o.to_dict() for o in outcomes], "report": report,
                     "breached": bool(breaches)})
     else:
-        from harness.report.compare import render_text  # noqa: PLC0415
-
         print(render_text(cmp, outcomes, report))
     if breaches:
         raise RegressionError(f"{len(breaches)} gate(s) breached: " + "; ".join(o.message for o in breaches))
@@ -100,10 +98,6 @@ def finish(cmp: Any, args: argparse.Namespace, gates: list) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.compare.compare import CompareOptions, compare_loaded
-    from harness.compare.gates import check_known, parse_gates
-    from harness.compare.runs import load_run_data
-
     gates = parse_gates(args.fail_on)  # a malformed gate fails before any work
     for r in args.runs:
         if not Path(r).is_dir():

@@ -15,7 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from harness.bench.compare_engines import CompareEnginesOptions, compare_engines, parse_target
+from harness.bench.progress import LoadProgress
 from harness.cli.compare import add_compare_options, finish
+from harness.compare.compare import CompareOptions, compare_runs
+from harness.compare.gates import check_known, parse_gates
+from harness.compare.runs import LOAD_METRICS
 
 
 def _rates(raw: str) -> tuple[float, ...]:
@@ -51,12 +56,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.compare.compare import CompareOptions, compare_runs
-    from harness.bench.compare_engines import CompareEnginesOptions, compare_engines, parse_target
-    from harness.compare.gates import check_known, parse_gates
-    from harness.compare.runs import LOAD_METRICS
-    from harness.bench.progress import LoadProgress
-
     gates = parse_gates(args.fail_on)
     check_known(gates, list(LOAD_METRICS))  # a typo'd metric before the engines run
     parse_target(args.a, "--a")  # refuse a bad target before any work

@@ -13,8 +13,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from harness.bench import engine as uc
 from harness.cli._output import print_json
 from harness.engines.config import load_engine_config
+from harness.errors import HarnessError
+from harness.report import engine as text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,9 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.bench import engine as uc  # noqa: PLC0415
-    from harness.report import engine as text  # noqa: PLC0415
-
     uc.check_session_flags(args.port, args.hold_s)
     cfg = load_engine_config(args.config)
     if args.check:
@@ -69,8 +69,6 @@ def main(args: argparse.Namespace) -> int:
                                       calibration=args.calibration or None, engine_config=cfg.source, proxy=args.proxy,
                                       request_timeout_s=args.request_timeout_s)
     elif args.calibration or args.proxy:
-        from harness.errors import HarnessError  # noqa: PLC0415
-
         raise HarnessError("--calibration and --proxy predict a bench-pd run; give --bench-pd too, or drop them.")
     res, benches = uc.engine_session(cfg, results_dir=None if args.no_store else args.results, serve=args.serve,
                                      hold_s=args.hold_s, port=args.port, log_dir=args.log_dir, bench=bench,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from harness.export import export_run
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     a = parser.add_argument
@@ -17,8 +19,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.export import export_run
-
     written = export_run(args.run, args.fmt, tables=args.table, out=args.out)
     if args.out is not None:
         for w in written:

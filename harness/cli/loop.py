@@ -20,6 +20,10 @@ from pathlib import Path
 
 from harness.cli._output import print_json
 from harness.errors import HarnessError
+from harness.loop.gpu import GpuLoopOptions, run_gpu_loop
+from harness.loop.options import GpuTelemetryOptions
+from harness.loop.run import LoopOptions, run_loop
+from harness.report.loop import render_text
 
 
 def _batches(text: str) -> tuple[int, ...]:
@@ -127,11 +131,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def main_cpu(args: argparse.Namespace) -> int:
-    # the loop and its report import the engines, the twin and the load generator (1.6-1.8 s on this host), which every
-    # other verb of `harness` would otherwise pay at start-up
-    # (GPU telemetry's options, workloads.extras_options, alone: `import harness.cli.loop` 18-26 ms -> 97 ms)
-    from harness.loop.run import GpuTelemetryOptions, LoopOptions, run_loop  # noqa: PLC0415
-
     opts = LoopOptions(
         config=args.config, model=args.model, calibration=args.calibration, proxy=args.proxy, prompt_tokens=args.prompt_tokens,
         decode_prompt_tokens=args.decode_prompt_tokens, output_tokens=args.output_tokens,
@@ -147,8 +146,6 @@ def main_cpu(args: argparse.Namespace) -> int:
 
 
 def main_gpu(args: argparse.Namespace) -> int:
-    from harness.loop.gpu import GpuLoopOptions, GpuTelemetryOptions, run_gpu_loop  # noqa: PLC0415 - start-up, as main_cpu
-
     opts = GpuLoopOptions(
         config=args.config, gpu=args.gpu, model_spec=args.model_spec, calibration=args.calibration, dtype=args.dtype,
         target_url=args.target_url, mixes=_mixes(args.mixes) if args.mixes else None,
@@ -160,8 +157,6 @@ def main_gpu(args: argparse.Namespace) -> int:
 
 
 def _show(rep, args: argparse.Namespace) -> int:  # noqa: ANN001 - a LoopReport
-    from harness.report.loop import render_text  # noqa: PLC0415 - start-up, as main_cpu
-
     md = render_text(rep)
     if args.markdown:
         out = Path(args.markdown)

@@ -6,8 +6,19 @@ import argparse
 import math
 import sys
 
+from harness.calibration.calibrate import calibrate
+from harness.calibration.gpu_db import load_entry
 from harness.cli._output import print_json
+from harness.errors import HarnessError
+from harness.importers import aic, import_to_run
+from harness.importers.device_run import import_device_run
 from harness.report.micro import render_summary
+from harness.specs.host import detect_host
+from microbench.backends import detect_backends
+from microbench.params import describe
+from microbench.progress import ProgressBar
+from microbench.runner import run_micro
+from microbench.suite import SUITES, suite_module
 
 
 def _positive_float(name: str):
@@ -93,9 +104,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def main_run(args: argparse.Namespace) -> int:
-    from microbench.progress import ProgressBar
-    from microbench.runner import run_micro
-
     bar = ProgressBar(force=args.progress)
     summary = run_micro(
         args.suite, quick=args.quick, out=args.out, budget_s=args.budget_s, device=args.device, seed=args.seed,
@@ -110,10 +118,6 @@ def main_run(args: argparse.Namespace) -> int:
 
 
 def main_list(args: argparse.Namespace) -> int:
-    from harness.specs.host import detect_host
-    from microbench.backends import detect_backends
-    from microbench.suite import SUITES, suite_module
-
     host = detect_host()
     det = detect_backends(host)
     data = {
@@ -136,12 +140,8 @@ def main_list(args: argparse.Namespace) -> int:
 
 
 def main_import(args: argparse.Namespace) -> int:
-    from harness.importers import import_to_run
-
     options = {"units": args.units} if args.units else {}
     if options and args.format != "perftest":
-        from harness.errors import HarnessError
-
         raise HarnessError(f"--units applies to perftest imports only, not {args.format}; leave it out.")
     summary = import_to_run(args.format, args.file, args.out, command_line=["harness", *sys.argv[1:]], machine=args.machine, **options)
     if args.json:
@@ -157,8 +157,6 @@ def main_import(args: argparse.Namespace) -> int:
 
 
 def main_import_device(args: argparse.Namespace) -> int:
-    from harness.importers.device_run import import_device_run
-
     summary = import_device_run(args.tarball, args.out)
     if not args.no_db:
         summary["database"] = file_runs_into_db([r["path"] for r in summary["runs"]], args.into_db)
@@ -175,10 +173,6 @@ def main_import_device(args: argparse.Namespace) -> int:
 def file_runs_into_db(paths: list[str], db_dir: str | None, model: str | None = None) -> list[dict]:
     """Fit each run and file it into the GPU calibration database; a run that cannot be filed says why (on stderr too)
     and stays in results/ (file it later with `harness calibrate RUN --into-db`)."""
-    from harness.calibration.calibrate import calibrate
-    from harness.calibration.gpu_db import load_entry
-    from harness.errors import HarnessError
-
     out = []
     for p in paths:
         try:
@@ -201,8 +195,6 @@ def _print_db(rows: list[dict]) -> None:
 
 
 def main_import_aic(args: argparse.Namespace) -> int:
-    from harness.importers import aic
-
     if args.list:
         root = aic.data_root(args.path)
         listing = aic.listing(root, args.system)
@@ -236,8 +228,6 @@ def main_import_aic(args: argparse.Namespace) -> int:
 
 
 def main_params(args: argparse.Namespace) -> int:
-    from microbench.params import describe
-
     rows = describe()
     if args.json:
         print_json(rows)

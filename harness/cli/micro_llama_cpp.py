@@ -12,9 +12,14 @@ microbench/llama_cpp/ and docs/model.md "Calibrated step time".
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from harness.cli._output import print_json
+from harness.engines.config import load_engine_config
+from harness.engines.llama_cpp import resolve_model
+from harness.errors import HarnessError
+from microbench.llama_cpp.run import parse_tools, run_llama_cpp_micro
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,13 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    import os
-
-    from harness.engines.config import load_engine_config
-    from harness.engines.llama_cpp import resolve_model
-    from harness.errors import HarnessError
-    from microbench.llama_cpp.run import parse_tools, run_llama_cpp_micro
-
     which = parse_tools(args.tools)
     threads = args.threads
     model = args.model

@@ -13,6 +13,9 @@ import sys
 
 from harness.cli._output import print_json
 from harness.errors import RegressionError
+from harness.nightly.drift import DriftOptions
+from harness.nightly.pipeline import NightlyOptions, run_nightly
+from harness.nightly.report import summary_line
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,10 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.nightly.drift import DriftOptions
-    from harness.nightly.pipeline import NightlyOptions, run_nightly
-    from harness.nightly.report import summary_line
-
     drift = DriftOptions(baseline_runs=args.baseline_runs, min_history=args.min_history, z_threshold=args.drift_z,
                          min_change=args.drift_min_change)
     o = NightlyOptions(results_dir=args.results, history_dir=args.history, report_dir=args.report_dir, quick=args.quick,

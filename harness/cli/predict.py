@@ -18,6 +18,10 @@ import sys
 
 from harness.cli._output import print_json
 from harness.errors import UsageError
+from harness.model.parallel import Parallel
+from harness.predict.deployment import Deployment, Workers, Workload
+from harness.predict.predict import predict, predict_chapter
+from harness.predict.render import render_point
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,11 +76,6 @@ def _need(args: argparse.Namespace, *names: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.model.parallel import Parallel  # noqa: PLC0415 - the verb's imports stay out of `harness --help`
-    from harness.predict.deployment import Deployment, Workers, Workload  # noqa: PLC0415
-    from harness.predict.predict import predict, predict_chapter  # noqa: PLC0415
-    from harness.predict.render import render_point  # noqa: PLC0415
-
     _need(args, "isl", "osl")
     if args.concurrency is None and args.rate is None:
         raise UsageError("harness predict needs --concurrency N (closed loop) or --rate R (open loop).")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from harness.report.registry import report
+from harness.report.renderer import ReportOptions
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="RUN_OR_DIR", help="a run directory, results/<machine>/, or results/")
@@ -19,9 +22,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.report.registry import report
-    from harness.report.renderer import ReportOptions
-
     options = ReportOptions(scenario=args.scenario, calibration=args.calibration, proxy=args.proxy, load=args.load,
                             seed=args.seed, n_bootstrap=args.bootstrap)
     written = report(args.path, args.to, args.renderer, options)

@@ -13,8 +13,12 @@ points. `predict` checks the engine's kernel family, threads and model against t
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from harness.calibration import step_time as st
+from harness.calibration.file import DEFAULT_DIR
 from harness.cli._output import print_json
+from harness.engines.config import load_engine_config
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,13 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.calibration import step_time as st
-
     if args.action == "fit":
-        from harness.calibration.file import DEFAULT_DIR
-
         cal = st.fit_from_runs(args.results, holdout=args.holdout, seed=args.seed, n_bootstrap=args.bootstrap, form=args.form)
-        from pathlib import Path
 
         name = f"{cal.machine}.step-time.json"
         out = args.out or str(DEFAULT_DIR / name)
@@ -66,8 +65,6 @@ def main(args: argparse.Namespace) -> int:
         return 0
     cal = st.load_step_time(args.calibration)
     if args.config:
-        from harness.engines.config import load_engine_config
-
         eng = st.EngineSettings.from_engine_config(load_engine_config(args.config))
     else:
         eng = st.EngineSettings(args.family or cal.family, args.threads or cal.threads)

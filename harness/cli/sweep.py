@@ -18,6 +18,7 @@ import sys
 
 from harness.cli._output import print_json
 from harness.report.sweep import render_table
+from harness.sweep.run import SweepOptions, default_progress, run_sweep
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,8 +47,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.sweep.run import SweepOptions, default_progress, run_sweep
-
     slo_ttft = args.slo_ttft_s if args.slo_ttft_s is not None else (args.sla_s if args.latency == "ttft" else None)
     o = SweepOptions(
         target=args.target, grid=tuple(args.grid), duration_s=args.duration_s, rate_per_s=args.rate, schedule=args.schedule,

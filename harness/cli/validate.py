@@ -13,6 +13,9 @@ from __future__ import annotations
 import argparse
 
 from harness.cli._output import print_json
+from harness.predict.plot import plot_validation
+from harness.predict.render import render_markdown, render_validation
+from harness.predict.silicon import validate_silicon
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,14 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from harness.predict.render import render_markdown, render_validation  # noqa: PLC0415 - pandas and the twin only when validating
-    from harness.predict.silicon import validate_silicon  # noqa: PLC0415
-
     v = validate_silicon(args.system, csv=args.csv, calibration=args.calibration, with_aic=not args.no_aic,
                          kernel_data=args.kernel_data, limit=args.limit)
     if args.plot:
-        from harness.predict.plot import plot_validation  # noqa: PLC0415 - matplotlib only when plotting
-
         plot_validation(v, args.plot)
     if args.json:
         print_json(v.to_dict())

@@ -28,6 +28,7 @@ import numpy as np
 
 from harness.compare.stats import Better, MetricSpec
 from harness.errors import HarnessError
+from harness.store import Run
 
 LATENCY_FAMILIES = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
 LATENCY_STATS = ("p50", "p90", "p99")
@@ -172,8 +173,6 @@ def run_label(manifest: Any) -> str:
 
 def load_run_data(path: str | Path) -> RunData:
     """Read a stored run (results/<machine>/<run_id>/) into comparable metrics; HarnessError names what is missing."""
-    from harness.store import Run
-
     run = Run(path)
     m = run.manifest
     if m.status != "complete":

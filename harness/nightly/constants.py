@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from harness.compare.runs import CASE_TABLES
+
 COLUMNS = ("constant", "value", "unit", "better", "source", "n_samples", "low", "high")
 
 
@@ -24,8 +26,6 @@ def _row(constant: str, value: float, unit: str, better: str, source: str, n: in
 
 def micro_constants(run: Any) -> list[dict[str, Any]]:
     """One constant per valid case of a stored micro run (harness.store.Run)."""
-    from harness.compare.runs import CASE_TABLES
-
     have = run.tables()
     name = next((n for n in CASE_TABLES if n in have), None)
     if name is None:

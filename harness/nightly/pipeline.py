@@ -13,8 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.calibration.calibrate import calibrate
 from harness.errors import HarnessError
+from harness.nightly.constants import calibration_constants, micro_constants
 from harness.nightly.drift import DriftOptions, DriftResult, detect_drift
+from harness.nightly.history import append_history, contains_run, load_history
+from harness.nightly.report import render_nightly
+from harness.report.calibration import ReportOptions, render
+from harness.store import Run
+from microbench.runner import run_micro
 
 
 @dataclass(frozen=True)
@@ -53,11 +60,6 @@ class NightlyResult:
 
 
 def run_nightly(o: NightlyOptions, log=None) -> NightlyResult:
-    from harness.nightly.constants import calibration_constants, micro_constants
-    from harness.nightly.history import append_history, contains_run, load_history
-    from harness.nightly.report import render_nightly
-    from harness.store import Run
-
     say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     steps: list[tuple[str, str, str]] = []
     links: list[tuple[str, str]] = []
@@ -74,8 +76,6 @@ def run_nightly(o: NightlyOptions, log=None) -> NightlyResult:
             runs.append(r)
         steps.append(("micro", "skipped", f"--from-run given: appending {len(runs)} stored run(s) instead of measuring"))
     else:
-        from microbench.runner import run_micro
-
         say(f"nightly: micro suites {o.suites}{' (quick)' if o.quick else ''} -> {o.results_dir}")
         s = run_micro(o.suites, quick=o.quick, out=o.results_dir, device=o.device, seed=o.seed,
                       command_line=list(o.command_line) or ["harness", "nightly"])
@@ -95,28 +95,18 @@ def run_nightly(o: NightlyOptions, log=None) -> NightlyResult:
         steps.append(("calibration", "skipped", "--no-calibrate"))
     else:
         try:
-            from harness.calibration.calibrate import calibrate
-        except ImportError as exc:
-            steps.append(("calibration", "skipped", f"harness.calibration is not available ({exc})"))
-        else:
-            try:
-                rec, cal_path = calibrate(newest.path, out_dir / "calibration.json")
-                steps.append(("calibration", "done", f"{cal_path}"))
-            except HarnessError as exc:
-                steps.append(("calibration", "skipped", f"these runs cannot be fitted: {exc}"))
+            rec, cal_path = calibrate(newest.path, out_dir / "calibration.json")
+            steps.append(("calibration", "done", f"{cal_path}"))
+        except HarnessError as exc:
+            steps.append(("calibration", "skipped", f"these runs cannot be fitted: {exc}"))
         if rec is not None:
             try:
-                from harness.report.calibration import ReportOptions, render
-            except ImportError as exc:
-                steps.append(("calibration report", "skipped", f"harness.report.calibration is not available ({exc})"))
-            else:
-                try:
-                    paths = render(newest.path, out_dir / "calibration", ReportOptions(calibration=str(out_dir / "calibration.json")))
-                    html = next((str(p) for p in paths if p.name == "index.html"), str(out_dir / "calibration"))
-                    links.append(("calibration", html))
-                    steps.append(("calibration report", "done", html))
-                except HarnessError as exc:
-                    steps.append(("calibration report", "skipped", str(exc)))
+                paths = render(newest.path, out_dir / "calibration", ReportOptions(calibration=str(out_dir / "calibration.json")))
+                html = next((str(p) for p in paths if p.name == "index.html"), str(out_dir / "calibration"))
+                links.append(("calibration", html))
+                steps.append(("calibration report", "done", html))
+            except HarnessError as exc:
+                steps.append(("calibration report", "skipped", str(exc)))
         else:
             steps.append(("calibration report", "skipped", "no calibration this run"))
 

@@ -18,12 +18,13 @@ decode step streams all weights once).
 
 from __future__ import annotations
 
+import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.specs.models import ModelSpec
+from harness.specs.model_spec import ModelSpec
 
 INSTALL_HINT = "pip install gguf (it is in the project's dependencies: pip install -e .)"
 
@@ -91,9 +92,6 @@ class _Header:
     vocabulary string into numpy views, ~12 s for a 262k-token vocabulary; this skips long arrays)."""
 
     def __init__(self, path: Path):
-        import struct  # noqa: PLC0415
-
-        self._struct = struct
         self.path = path
         self.fields: dict[str, Any] = {}
         self.array_len: dict[str, int] = {}
@@ -123,11 +121,11 @@ class _Header:
                 self.tensors.append(_Tensor(name, type_id, n_el))
 
     def _u(self, fmt: str) -> tuple:
-        size = self._struct.calcsize(fmt)
+        size = struct.calcsize(fmt)
         data = self._fh.read(size)
         if len(data) != size:
             raise ValueError("the file ends inside its header (truncated download?)")
-        return self._struct.unpack(fmt, data)
+        return struct.unpack(fmt, data)
 
     def _str(self) -> str:
         (n,) = self._u("<Q")
@@ -178,7 +176,8 @@ def _value(reader: _Header, key: str) -> Any:
 def _tensor_type(type_id: int) -> tuple[str, int, int]:
     """(name, elements per block, bytes per block) of a ggml tensor type, from the gguf package's tables."""
     try:
-        from gguf import GGML_QUANT_SIZES, GGMLQuantizationType  # noqa: PLC0415 - only this module needs it
+        # lazy: gguf adds ~35 ms to nearly every verb's start-up; only a .gguf file needs it
+        from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
     except ImportError:
         raise HarnessError(f"reading GGUF tensor types needs the gguf package; run {INSTALL_HINT}.") from None
     try:
@@ -271,7 +270,8 @@ def read_gguf(path: str | Path) -> GgufModel:
     file_type = None
     if isinstance(ft, int):
         try:
-            from gguf import LlamaFileType  # noqa: PLC0415
+            # lazy: gguf adds ~35 ms to nearly every verb's start-up; only a .gguf file needs it
+            from gguf import LlamaFileType
 
             file_type = LlamaFileType(ft).name
         except ValueError:

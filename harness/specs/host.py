@@ -24,6 +24,7 @@ from pathlib import Path
 
 from harness.cpuinfo import cpuinfo
 from harness.errors import HarnessError
+from harness.records import slug
 
 ENV_PEAK_FP32 = "HARNESS_HOST_PEAK_FP32_FLOPS_PER_S"
 ENV_PEAK_BF16 = "HARNESS_HOST_PEAK_BF16_FLOPS_PER_S"
@@ -130,7 +131,6 @@ def detect_host() -> HostSpec:
     bw = _env_float(ENV_MEM_BW)
     sources.append(f"memory bandwidth declared by {ENV_MEM_BW}" if bw else f"memory bandwidth not declared (set {ENV_MEM_BW}); MBU left empty")
     isa = tuple(sorted(f for f in flags if f in {"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx512_fp16"}))
-    from harness.records import slug
 
     return HostSpec(
         name=f"host:{slug(model)}",

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from harness.errors import HarnessError
 from harness.specs._scenario_common import LinkName, NonNegInt, PosInt, VersionedScenario, check_known, check_model
 from harness.specs.gpus import GPUS
 from harness.specs.links import LINKS
@@ -15,6 +16,10 @@ from harness.specs.scenario import (
     NonNegFloat,
     PosFloat,
     _Strict,
+    load_toml,
+    scenario_class,
+    scenario_kind,
+    validate_model,
 )
 from harness.specs.storage import SERVERS
 from harness.units import DTYPE_BYTES
@@ -293,9 +298,6 @@ class LifecycleScenario(VersionedScenario):
 
 def load_kind(path: str, kind: str):
     """Load a scenario file that must be of `kind`; another kind is refused with the subcommand to use."""
-    from harness.errors import HarnessError
-    from harness.specs.scenario import load_toml, scenario_class, scenario_kind, validate_model
-
     data = load_toml(path)
     got = scenario_kind(data, path)
     if got != kind:

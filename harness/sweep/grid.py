@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from harness.errors import HarnessError
+from harness.toml_file import value_or_word
 
 MAX_POINTS = 256
 
@@ -28,8 +29,6 @@ class GridAxis:
 
 
 def _value(raw: str) -> Any:
-    from harness.toml_file import value_or_word
-
     return value_or_word(raw)
 
 

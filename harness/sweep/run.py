@@ -27,11 +27,24 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+import tomli_w
 
+from harness.bench.compare_engines import EMBEDDED_KEYS, TargetSpec, engine_config_with_overrides, parse_target, serve
+from harness.bench.load import run_load
+from harness.bench.target_latency import fetch_emit_log, latency_percentiles, target_latency
 from harness.errors import HarnessError
+from harness.records import new_manifest, new_run_id
+from harness.specs.scenario import load_scenario
+from harness.store import Run, RunWriter
 from harness.sweep import grid as grid_mod
 from harness.sweep.score import ScoredPoint, best_point, pareto_front, reward
 from harness.toml_file import load_toml, set_dotted
+from workloads.artifact import save_artifact
+from workloads.config import LoadConfig, SummaryOptions
+from workloads.gpu_telemetry import local_sampling
+from workloads.mixes import build_mix
+from workloads.schedule import make_schedule
+from workloads.summary import read_summary
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 EMBEDDED_FIXED = ("profile", "scenario", "time_scale")  # set once for the whole sweep, not per point
@@ -119,8 +132,6 @@ def _set_dotted(data: dict, key: str, value: Any, source: str) -> None:
 def prepare(o: SweepOptions, workdir: Path) -> tuple[Any, list[PreparedPoint], float]:
     """Parse the target and grid, and validate every point before anything runs (engine configs and
     scenario files are rebuilt with the point's values; an invalid point is skipped with the validator's message)."""
-    from harness.bench.compare_engines import EMBEDDED_KEYS, TargetSpec, engine_config_with_overrides, parse_target
-
     spec = parse_target(o.target, "--target")
     axes = [grid_mod.parse_axis(g) for g in o.grid]
     points = grid_mod.expand(axes)
@@ -177,10 +188,6 @@ def prepare(o: SweepOptions, workdir: Path) -> tuple[Any, list[PreparedPoint], f
 
 
 def _scenario_variant(base: Path, changes: dict[str, Any], dest: Path) -> Path:
-    import tomli_w
-
-    from harness.specs.scenario import load_scenario
-
     if not base.is_file():
         raise HarnessError(f"scenario file {str(base)!r} does not exist; give embedded,scenario=PATH to an existing file.")
     data = load_toml(base, "scenario")
@@ -216,18 +223,6 @@ ProgressFn = Callable[[str], None]
 
 def run_sweep(o: SweepOptions, progress: ProgressFn | None = None) -> SweepResult:
     """Measure every point, score it, store the sweep run; returns where it went and the verdict."""
-    from harness.bench.target_latency import fetch_emit_log, latency_percentiles, target_latency
-    from harness.bench.compare_engines import serve
-    from harness.records import new_manifest, new_run_id
-    from harness.store import Run, RunWriter
-    from workloads.artifact import save_artifact
-    from workloads.config import LoadConfig, SummaryOptions
-    from workloads.mixes import build_mix
-    from workloads.gpu_telemetry import local_sampling
-    from harness.bench.load import run_load
-    from workloads.schedule import make_schedule
-    from workloads.summary import read_summary
-
     workdir = Path(tempfile.mkdtemp(prefix="harness-sweep-"))
     spec, points, ts = prepare(o, workdir)
     kw = {"cv": 2.0} if o.schedule == "gamma" else {}
@@ -321,6 +316,7 @@ def run_sweep(o: SweepOptions, progress: ProgressFn | None = None) -> SweepResul
                             extra={"options": o.to_dict(), "target": spec.to_dict(), "time_scale": ts, "reward": definition,
                                    "grid": [grid_mod.parse_axis(g).to_dict() for g in o.grid]}, notes=notes)
     with RunWriter(manifest, o.results_dir) as w:
+        # lazy: pandas adds ~0.5 s to sweep's start-up; only the grid's table uses it
         import pandas as pd
 
         w.append("sweep_points", pd.DataFrame(rows))

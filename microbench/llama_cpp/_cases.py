@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.importers import external_measurement
+from microbench.case import CaseResult, Peak, Work
 
 PEAK_NOTE = ("llama.cpp tools: no spec peak applied (the CPU spec catalog has no integer-dot peak); rates are "
              "achieved values, compared with the calibrated constants, not fractions of a datasheet")
@@ -13,8 +15,6 @@ PEAK_NOTE = ("llama.cpp tools: no spec peak applied (the CPU spec catalog has no
 
 def measurement(tool: str, samples_s: list[float]):
     """A Measurement from the per-repetition times a tool reported (each a mean over the tool's own inner runs)."""
-    from harness.importers import external_measurement  # noqa: PLC0415
-
     if not samples_s:
         raise HarnessError(f"{tool}: no timed repetitions to record.")
     if any(not (s > 0) for s in samples_s):
@@ -26,8 +26,6 @@ def measurement(tool: str, samples_s: list[float]):
 
 def case(suite: str, name: str, tool: str, dtype: str, params: dict[str, Any], samples_s: list[float],
          flops: float = 0.0, nbytes: float = 0.0, notes: tuple[str, ...] = ()):
-    from microbench.case import CaseResult, Peak, Work  # noqa: PLC0415
-
     # the ggml backend the case ran on: its own field, else its family's suffix (ggml-<type>-<backend>)
     backend = str(params.get("backend") or str(params.get("family") or "cpu").rsplit("-", 1)[-1])
     return CaseResult(suite, name, tool, backend, dtype,

@@ -27,6 +27,9 @@ import re
 import sqlite3
 from typing import Any, Sequence
 
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+from harness.calibration.family import ggml_family
 from harness.errors import HarnessError
 from microbench.llama_cpp._cases import case
 
@@ -99,8 +102,6 @@ def parse_op_params(s: str) -> dict[str, Any]:
 
 
 def type_bytes(ggml_type: str, n_elements: int) -> float:
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType  # noqa: PLC0415
-
     try:
         t = GGMLQuantizationType[ggml_type.upper()]
     except KeyError:
@@ -112,8 +113,6 @@ def type_bytes(ggml_type: str, n_elements: int) -> float:
 def cases(outputs: Sequence[str], *, threads: int, command_lines: Sequence[str] = (), backend: str = "cpu") -> list:
     """One case per MUL_MAT shape; repeated tool runs of the same shape are its samples. `backend`: the ggml backend
     the rows were timed on ("cpu", or "cuda" for `-b CUDA0`), which names the cases' family and device."""
-    from harness.calibration.family import ggml_family  # noqa: PLC0415
-
     groups: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for text in outputs:
         for r in parse_sql(text):

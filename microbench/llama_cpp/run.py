@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from harness.calibration.family import ggml_type_name
+from harness.calibration.step_time import WorkModel, engine_family_of_gguf, gguf_identity
 from harness.errors import HarnessError
+from harness.records import new_manifest
+from harness.specs.gguf_model import read_gguf
+from harness.store import RunWriter
+from microbench.case import Skip
 from microbench.llama_cpp import backend_ops, batched_bench, bench, tools
 
 SHARE_OK = 0.85
@@ -90,12 +96,6 @@ def run_llama_cpp_micro(model: str | Path, *, threads: int, out: str | Path = "r
     family is ggml-<type>-cuda, and `gpu_name` (the GPU's product name) names the run's machine."""
     if backend not in ("cpu", "cuda"):
         raise HarnessError(f"llama.cpp backend {backend!r} is not measured here; give cpu or cuda.")
-    from harness.calibration.step_time import WorkModel, engine_family_of_gguf, gguf_identity  # noqa: PLC0415
-    from harness.calibration.family import ggml_type_name  # noqa: PLC0415
-    from harness.records import new_manifest  # noqa: PLC0415
-    from harness.specs.gguf_model import read_gguf  # noqa: PLC0415
-    from harness.store import RunWriter  # noqa: PLC0415
-    from microbench.case import Skip  # noqa: PLC0415
 
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise HarnessError(f"--threads must be an integer >= 1, got {threads!r}.")

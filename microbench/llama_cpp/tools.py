@@ -10,12 +10,16 @@ HARNESS_LLAMA_CPP_BIN_DIR=/path/to/build/bin.
 from __future__ import annotations
 
 import os
+import resource
 import shlex
+import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.engines.llama_cpp import binary_version, find_binary
 from harness.errors import HarnessError
 
 ENV_BIN_DIR = "HARNESS_LLAMA_CPP_BIN_DIR"
@@ -31,7 +35,6 @@ def bin_dir() -> Path:
         if not p.is_dir():
             raise HarnessError(f"{ENV_BIN_DIR}={env!r} is not a directory; point it at llama.cpp's build/bin or unset it.")
         return p
-    from harness.engines.llama_cpp import find_binary  # noqa: PLC0415
 
     return find_binary(None).parent
 
@@ -59,8 +62,6 @@ def available(name: str) -> str | None:
 
 def version() -> dict[str, Any]:
     """llama.cpp's version as llama-server reports it, plus llama-cpp-bin's release number and build info."""
-    from harness.engines.llama_cpp import binary_version  # noqa: PLC0415
-
     info = binary_version(tool_path("llama-server"))
     info.pop("version_output", None)
     return info
@@ -93,9 +94,6 @@ class ToolRun:
 
 def run_tool(name: str, args: list[str], *, timeout_s: float = 1800.0, env: dict[str, str] | None = None) -> ToolRun:
     """Run a tool to completion; a non-zero exit or a timeout is a HarnessError with the output's tail."""
-    import resource  # noqa: PLC0415
-    import time  # noqa: PLC0415
-
     argv = [str(tool_path(name)), *args]
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -121,8 +119,6 @@ def exit_description(returncode: int) -> str:
     do where the signal says it. SIGILL: the tool ran an instruction this CPU or VM does not enable. On the Intel Xeon VM
     of 2026-12-03 llama-batched-bench died so on a Q8_0 model with weight repacking on (llama.cpp's default), and ran
     with --no-repack, as the engine configs run llama-server."""
-    import signal  # noqa: PLC0415
-
     if returncode >= 0:
         return f"exited with code {returncode}"
     try:

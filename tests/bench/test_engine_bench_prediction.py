@@ -35,7 +35,7 @@ def test_the_calibration_and_the_engine_config_reach_bench_pd(monkeypatch):
     monkeypatch.setattr(uc, "bench_pd", bench_pd)
     monkeypatch.setattr(uc.prom, "scrape", lambda *a, **k: {})
     monkeypatch.setattr(uc, "crosscheck_llama_cpp", lambda *a, **k: [])
-    monkeypatch.setattr("harness.store.Run", lambda path: SimpleNamespace(table=lambda name: None))
+    monkeypatch.setattr(uc, "Run", lambda path: SimpleNamespace(table=lambda name: None))
     b = uc.bench_pd_against(fake_engine(), calibration="twin.json", engine_config="cfg.toml", proxy=True)
     o = seen[-1]
     assert (o.calibration, o.engine_config, o.proxy, o.target_url) == ("twin.json", "cfg.toml", True, "http://127.0.0.1:9")

@@ -69,7 +69,7 @@ def test_gate_wider_than_its_bound_is_inconclusive_exit_4(runs, tmp_path, capsys
 
 def test_typo_in_a_gate_metric_is_refused_before_the_comparison(runs, capsys, monkeypatch):
     # issue 48 item 9: `ttft_p90:5%` was refused only after the whole bootstrap had run
-    import harness.compare.compare as compare_mod
+    import harness.cli.compare as compare_mod  # the verb's module binds compare_loaded
 
     def not_reached(*a, **k):
         raise AssertionError("the comparison ran before the gate's metric was checked")
@@ -81,7 +81,7 @@ def test_typo_in_a_gate_metric_is_refused_before_the_comparison(runs, capsys, mo
 
 
 def test_compare_engines_refuses_a_typo_before_running_engines(capsys, monkeypatch):
-    import harness.bench.compare_engines as ce
+    import harness.cli.compare_engines as ce  # the verb's module binds compare_engines
 
     monkeypatch.setattr(ce, "compare_engines", lambda *a, **k: (_ for _ in ()).throw(AssertionError("engines ran")))
     rc = main(["compare-engines", "--a", "embedded", "--b", "embedded", "--fail-on", "tpot_p5O_s:5%"])

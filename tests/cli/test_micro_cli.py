@@ -58,8 +58,8 @@ def test_params_lists_the_typed_contract(capsys):
 def test_micro_llama_cpp_with_only_a_model_runs_the_kernels_the_loop_runs(monkeypatch, tmp_path, capsys):
     """`harness micro-llama-cpp --model X` calibrates on the default config's flags, which `harness loop cpu --model X`
     runs llama-server with (repacking off: other kernels, and SIGILL on Q8_0 on the Intel Xeon VM, with it on)."""
+    from harness.cli import micro_llama_cpp as cli_mod
     from harness.engines.config import load_engine_config
-    from microbench.llama_cpp import run as llrun
 
     seen = {}
 
@@ -70,7 +70,7 @@ def test_micro_llama_cpp_with_only_a_model_runs_the_kernels_the_loop_runs(monkey
         seen.update(kw, model=model)
         return Res()
 
-    monkeypatch.setattr(llrun, "run_llama_cpp_micro", fake)
+    monkeypatch.setattr(cli_mod, "run_llama_cpp_micro", fake)
     gguf = tmp_path / "any.gguf"
     gguf.write_bytes(b"GGUF")
     o = load_engine_config("llama-cpp-gemma3-270m").options

@@ -230,11 +230,11 @@ def test_the_loop_estimates_later_windows_from_the_first_windows_parts(monkeypat
 def test_the_cli_passes_what_was_given_and_leaves_the_rest_unset(monkeypatch, capsys):
     """`harness loop cpu` and `harness loop gpu` are subcommands with their own flags: an unset flag reaches the loop as
     None (the plan picks the default), a flag of the other loop is refused by the parser."""
-    import harness.loop.run as run_mod
+    import harness.cli.loop as cli_loop  # the verb's module binds run_loop
     from harness.cli import main
 
     seen = []
-    monkeypatch.setattr(run_mod, "run_loop", lambda opts: seen.append(opts) or (_ for _ in ()).throw(HarnessError("stop here")))
+    monkeypatch.setattr(cli_loop, "run_loop", lambda opts: seen.append(opts) or (_ for _ in ()).throw(HarnessError("stop here")))
     for flags, quick, want in (([], False, True), (["--quick"], True, False), (["--quick", "--copy-cases"], True, True),
                                (["--no-copy-cases"], False, False)):
         assert main(["loop", "cpu", "--no-store", *flags]) != 0

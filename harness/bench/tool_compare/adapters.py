@@ -11,6 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.store import Run
+from workloads.artifact import save_artifact
+from workloads.config import LoadConfig
+from workloads.mixes import single_turn
+from workloads.schedule import burst, constant
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -76,13 +81,6 @@ class Ours(ToolAdapter):
         return True
 
     def command(self, url: str, wl: Workload, tools: Tools, run_dir: Path) -> tuple[list[str], Path]:
-        from workloads.artifact import save_artifact
-        from workloads.config import LoadConfig
-        from workloads.mixes import single_turn
-        from workloads.schedule import burst
-
-        from workloads.schedule import constant
-
         sched = burst(wl.requests, 1e-9, 1.0) if wl.rate_per_s is None else constant(wl.rate_per_s, wl.requests / wl.rate_per_s)
         art = single_turn("cmp", sched, input_tokens=wl.input_tokens, output_tokens=wl.output_tokens, api="completions")
         run_id = f"cmp-{run_dir.name}-{time.strftime('%Y%m%dT%H%M%S')}"  # run directories are never overwritten
@@ -94,8 +92,6 @@ class Ours(ToolAdapter):
 
     @staticmethod
     def _run(stdout: str) -> Any:
-        from harness.store import Run
-
         line = [ln for ln in stdout.splitlines() if ln.startswith('{"run_dir"')][-1]
         return Run(json.loads(line)["run_dir"])
 

@@ -12,9 +12,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from harness.bench.token_server import start_token_server
 from harness.bench.tool_compare.adapters import Tools, Workload, adapter, tool_report
 from harness.bench.tool_compare.light import client_minus_server, server_ttft_ms
 from harness.bench.tool_compare.sampling import TargetPoller, find_load_window, run_sampled
+from harness.target.process import start_target
 from harness.telemetry.proc import wait_quiet
 
 
@@ -30,12 +32,9 @@ def _emit_log(url: str) -> dict[str, Any]:
 def _server(args: argparse.Namespace) -> Any:
     """A fresh server for one run: the embedded target writing each stream whole, or the one-token-per-write server."""
     if getattr(args, "server", "target") == "token":
-        from harness.bench.token_server import start_token_server
-
         light = getattr(args, "mode", "throughput") == "light"
         return start_token_server(ttft_s=LIGHT_TTFT_S if light else 0.0, itl_s=args.server_itl_s, cpu=args.server_cpu,
                                   emit_log=light, max_lifetime_s=args.run_timeout_s + 120)
-    from harness.target.process import start_target
 
     return start_target(["--profile", "fixed", "--ttft-s", "0", "--itl-s", "0"], max_lifetime_s=args.run_timeout_s + 120)
 

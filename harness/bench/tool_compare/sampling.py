@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import signal
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,8 +104,6 @@ class TargetPoller:
 def run_sampled(cmd: list[str], *, cwd: Path, env: dict[str, str], log_dir: Path, poller: TargetPoller, n_requests: int,
                 interval_s: float, timeout_s: float) -> dict[str, Any]:
     """Run `cmd` to its end while sampling its process tree's CPU and the target; returns samples and rusage."""
-    import subprocess
-
     log_dir.mkdir(parents=True, exist_ok=True)
     with open(log_dir / "stdout.txt", "wb") as out, open(log_dir / "stderr.txt", "wb") as err:
         t_start = time.monotonic()

@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+from workloads.prompts import WORDS
+
 
 def write_word_tokenizer(out_dir: Path) -> Path:
     """A Hugging Face tokenizer directory (tokenizer.json + tokenizer_config.json) that counts one token per
     whitespace-separated word, as the fixed-timing target does, over the words of workloads.prompts; the
     tools need a tokenizer to build prompts and nothing may be downloaded."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-
-    from workloads.prompts import WORDS
 
     vocab = {"[UNK]": 0, "tok": 1}
     for w in WORDS:

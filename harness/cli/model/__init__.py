@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import importlib
+
+from harness.cli import add_commands, chosen_subcommand
 
 # subcommand -> module under harness.cli.model; add one line per subcommand
 SUBCOMMANDS: dict[str, str] = {
@@ -22,11 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="model_cmd", metavar="SUBCOMMAND")
     sub.required = True
-    for name, modname in SUBCOMMANDS.items():
-        mod = importlib.import_module(modname)
-        p = sub.add_parser(name, help=(mod.__doc__ or "").strip().splitlines()[0], description=mod.__doc__)
-        mod.add_arguments(p)
-        p.set_defaults(_model_main=mod.main)
+    add_commands(sub, SUBCOMMANDS, chosen_subcommand("model", SUBCOMMANDS), "_model_main")
 
 
 def main(args: argparse.Namespace) -> int:

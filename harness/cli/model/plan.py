@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from harness.calibration.file import load_calibration_for_model
+from harness.calibration.gpu_db import for_gpus, uncalibrated_label
 from harness.cli._output import print_json
 from harness.model.plan import plan
 from harness.model.record import as_json
@@ -42,10 +44,7 @@ def load_calibration(path: str | None, s=None):
         return None
     explicit = bool(path) and (path == "db" or path.startswith("db:"))
     if path and not explicit:
-        from harness.calibration.file import load_calibration_for_model  # imported only when a calibration is given
-
         return load_calibration_for_model(path)
-    from harness.calibration.gpu_db import for_gpus
 
     family = path.partition(":")[2] or None if path else None
     all_gpus = list(dict.fromkeys(p.gpu for p in s.pools))
@@ -64,8 +63,6 @@ def load_calibration(path: str | None, s=None):
 
 
 def _labels(gpus: list[str]) -> dict[str, str]:
-    from harness.calibration.gpu_db import uncalibrated_label
-
     return {g: uncalibrated_label(g) for g in gpus}
 
 
