@@ -101,6 +101,14 @@ def keep_rates(rates: Sequence[float], k: int) -> tuple[float, ...]:
     return tuple(rest[i] for i in picks) + (r[-1],)
 
 
+def repeats_of(repeats: int, repeated_fractions: tuple[float, ...] | None, fraction: float | None) -> int:
+    """How many times a rate point at `fraction` of capacity (None: a capacity burst) is measured: `repeats` when every
+    point is repeated (`repeated_fractions` None) or its rate is one of them, else once."""
+    if repeated_fractions is None:
+        return repeats
+    return repeats if fraction is not None and fraction in repeated_fractions else 1
+
+
 def repeat_rates(rates: Sequence[float], k: int) -> tuple[float, ...]:
     """The `k` of `rates` a partly repeated layout measures again: evenly by rank below the highest (the overloaded
     point's backlog makes it the dearest to repeat): 0.5 of 0.2, 0.5, 0.8, 1.2 for k = 1; 0.2 and 0.8 for k = 2."""
@@ -131,10 +139,7 @@ class Layout:
     repeated_fractions: tuple[float, ...] | None = None  # None: every point and burst repeated; else only these rates'
 
     def repeats_of(self, fraction: float | None) -> int:
-        """How many times a rate point at `fraction` of capacity (None: a capacity burst) is measured."""
-        if self.repeated_fractions is None:
-            return self.repeats
-        return self.repeats if fraction is not None and fraction in self.repeated_fractions else 1
+        return repeats_of(self.repeats, self.repeated_fractions, fraction)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.loop.budget import repeats_of
 from harness.target.stage_requests import StageShape
 from workloads.extras_options import check_gpu_options, parse_gpu_metrics_url
 
@@ -166,9 +167,7 @@ class LoopPlan:
 
     def repeats_of(self, fraction: float | None) -> int:
         """How many times a rate point at `fraction` of capacity (None: a capacity burst) is measured."""
-        if self.repeated_fractions is None:
-            return self.repeats
-        return self.repeats if fraction is not None and fraction in self.repeated_fractions else 1
+        return repeats_of(self.repeats, self.repeated_fractions, fraction)
 
     @property
     def n_windows(self) -> int:
