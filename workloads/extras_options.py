@@ -116,5 +116,25 @@ def load_config_fields(opts: Any, artifact: Any, *, target_url: str | None, warn
     return fields
 
 
-__all__ = ["GPU_NVML_MODES", "ExtrasOptions", "check_exporters", "check_extras", "check_gpu_options", "gpu_local",
+def add_gpu_arguments(add: Any, *, during: str = "", nvml_auto: str, choices: bool = True) -> None:
+    """The GPU telemetry flags, one definition for bench-pd, the loops and plain Locust. `add`: a parser's or argument
+    group's add_argument; `during`: when the samples are taken (" during the served points"); `nvml_auto`: what --gpu-nvml
+    auto means there; `choices`: let argparse refuse another --gpu-nvml (else check_gpu_options refuses it, naming it)."""
+    add("--gpu-metrics-url", action="append", default=[], metavar="[ROLE=]URL", help=f"a DCGM exporter's /metrics to "
+        f"sample GPU telemetry from{during} (repeatable; ROLE prefill or decode for a PD pool, e.g. decode=http://10.0.0.7:9400/metrics)")
+    nvml = {"choices": GPU_NVML_MODES} if choices else {}
+    add("--gpu-nvml", default="auto", **nvml, help=f"{'' if choices else 'auto, on or off: '}sample this host's GPUs through "
+        f"NVML{during} (auto: {nvml_auto})")
+    add("--gpu-metrics-interval-s", type=float, default=1.0, help="GPU telemetry sampling period (default 1 s)")
+
+
+def add_profile_arguments(add: Any, *, dir_note: str = "") -> None:
+    """--profile-window and --profile-dir, one definition for bench-pd and plain Locust."""
+    add("--profile-window", default=None, metavar="START:END", help="call the target's /start_profile and /stop_profile "
+        "from START to END seconds into the measurement window (vLLM, SGLang and the embedded target answer them)")
+    add("--profile-dir", default=None, help="with --profile-window: sent as output_dir (where SGLang and the embedded "
+        f"target write the trace{dir_note})")
+
+
+__all__ = ["GPU_NVML_MODES", "ExtrasOptions", "add_gpu_arguments", "add_profile_arguments", "check_exporters", "check_extras", "check_gpu_options", "gpu_local",
            "load_config_fields", "parse_gpu_metrics_url"]

@@ -22,7 +22,8 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.store import Run
 from workloads.artifact import load_artifact
-from workloads.extras_options import GPU_NVML_MODES, ExtrasOptions, check_extras, load_config_fields, parse_gpu_metrics_url
+from workloads.extras_options import (ExtrasOptions, add_gpu_arguments, add_profile_arguments, check_extras, load_config_fields,
+                                      parse_gpu_metrics_url)
 from workloads.profiler import parse_profile_window
 from workloads.run_extras import extra_lines, run_extras
 
@@ -75,15 +76,8 @@ def add_extras_arguments(g: Any) -> None:
     """GPU telemetry, the engine profile window and the over-saturation cut, as bench-pd has them
     (workloads.extras_options). Not in the web UI's form: a repeatable option does not fit it."""
     a = g.add_argument
-    a("--gpu-metrics-url", action="append", default=[], metavar="[ROLE=]URL", help="a DCGM exporter's /metrics to sample GPU "
-      "telemetry from (repeatable; ROLE prefill or decode for a PD pool)")
-    a("--gpu-nvml", default="auto", choices=GPU_NVML_MODES, help="sample this host's GPUs through NVML (auto: when --host is "
-      "on this host and NVML sees a GPU)")
-    a("--gpu-metrics-interval-s", type=float, default=1.0, help="GPU telemetry sampling period (default 1 s)")
-    a("--profile-window", default=None, metavar="START:END", help="call the target's /start_profile and /stop_profile from "
-      "START to END seconds into the measurement window (vLLM, SGLang and the embedded target answer them)")
-    a("--profile-dir", default=None, help="with --profile-window: sent as output_dir (where SGLang and the embedded target "
-      "write the trace)")
+    add_gpu_arguments(a, nvml_auto="when --host is on this host and NVML sees a GPU")
+    add_profile_arguments(a)
     a("--early-stop", action="store_true", help="open loop (--request-rate): cut the run short when it is over-saturated "
       "(workloads/oversaturation.py); requests not yet sent are recorded as not_sent")
 

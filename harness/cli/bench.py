@@ -22,6 +22,7 @@ from harness.outdir import writable_dir
 from harness.report.bench_pd import twin_lines
 from harness.specs.scenario import load_scenario
 from harness.store import Run
+from workloads.extras_options import add_gpu_arguments, add_profile_arguments
 from workloads.headline import headline_lines
 from workloads.profiler import parse_profile_window
 from workloads.run_extras import RunExtras, extra_lines
@@ -97,15 +98,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--slo-attainment", type=float, default=0.9, help="--rate auto: share of requests that must meet every SLO (default 0.9)")
     a("--auto-start", type=float, default=None, help="--rate auto: first rate (default: the scenario's)")
     a("--auto-max-steps", type=int, default=8, help="--rate auto: at most this many runs (default 8)")
-    a("--gpu-metrics-url", action="append", default=[], metavar="[ROLE=]URL", help="a DCGM exporter's /metrics to sample GPU "
-      "telemetry from (repeatable; ROLE prefill or decode for a PD pool, e.g. decode=http://10.0.0.7:9400/metrics)")
-    a("--gpu-nvml", default="auto", choices=["auto", "on", "off"], help="sample this host's GPUs through NVML (auto: when the "
-      "target runs on this host and NVML sees a GPU)")
-    a("--gpu-metrics-interval-s", type=float, default=1.0, help="GPU telemetry sampling period (default 1 s)")
-    a("--profile-window", default=None, metavar="START:END", help="call the target's /start_profile and /stop_profile from "
-      "START to END seconds into the measurement window (vLLM, SGLang and the embedded target answer them)")
-    a("--profile-dir", default=None, help="with --profile-window: sent as output_dir (where SGLang and the embedded target write "
-      "the trace; vLLM writes under its VLLM_TORCH_PROFILER_DIR)")
+    add_gpu_arguments(a, nvml_auto="when the target runs on this host and NVML sees a GPU")
+    add_profile_arguments(a, dir_note="; vLLM writes under its VLLM_TORCH_PROFILER_DIR")
     a("--early-stop", action="store_true", help="cut a single run short when it is over-saturated (a rate series and --rate auto "
       "do so by default)")
     a("--no-early-stop", action="store_true", help="a rate series or --rate auto runs every step to its end")

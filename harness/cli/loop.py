@@ -24,6 +24,7 @@ from harness.loop.gpu import GpuLoopOptions, run_gpu_loop
 from harness.loop.options import GpuTelemetryOptions
 from harness.loop.run import LoopOptions, run_loop
 from harness.report.loop import render_text
+from workloads.extras_options import add_gpu_arguments
 
 
 def _batches(text: str) -> tuple[int, ...]:
@@ -61,12 +62,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--markdown", default=None, help="also write the report as Markdown to this file")
     p.add_argument("--log-dir", default=None, help="where the engine's log goes (default: a temporary folder)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--gpu-metrics-url", action="append", default=[], metavar="[ROLE=]URL", help="a DCGM exporter's /metrics to "
-                   "sample GPU telemetry from during the served points (repeatable; ROLE prefill or decode for a PD pool)")
-    p.add_argument("--gpu-nvml", default="auto", help="auto, on or off: sample this host's GPUs through NVML during the served "
-                   "points (auto: when the engine runs on this host and NVML sees a GPU)")
-    p.add_argument("--gpu-metrics-interval-s", type=float, default=1.0, help="GPU telemetry sampling period (default 1 s)")
-
+    add_gpu_arguments(p.add_argument, during=" during the served points",
+                      nvml_auto="when the engine runs on this host and NVML sees a GPU", choices=False)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
